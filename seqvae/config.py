@@ -1,0 +1,252 @@
+"""Frozen configuration dataclasses, their JSON/TOML files and ``key=value`` overrides.
+
+Values that come from the data (vocabulary size, maximum length) are not config fields: they are
+passed to the model when it is built and saved beside the config in the run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from seqvae.errors import SeqvaeError
+
+ENCODERS = ("gru", "conv", "dense")
+DECODER_INPUTS = ("teacher_forcing", "free_running", "latent_only")
+Z_CONDITIONINGS = ("init", "concat", "both")
+KL_SCHEDULES = ("constant", "linear", "sigmoid", "cyclical")
+LR_SCHEDULES = ("constant", "cosine", "exponential")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of the encoder, the latent space and the recurrent decoder."""
+
+    encoder: str = "gru"  # gru | conv | dense (flattened one-hot, as in the classic example)
+    encoder_units: int = 256  # GRU units per direction, or hidden width of the conv/dense encoders
+    encoder_layers: int = 1  # stacked GRU layers (gru) or Conv1D layers (conv)
+    encoder_bidirectional: bool = False  # run the GRU encoder both ways and concatenate the states
+    conv_filters: int = 9  # filters of each Conv1D layer (chemical VAE: 9, 9, 10)
+    conv_kernel_size: int = 9  # kernel width of each Conv1D layer
+    latent_dim: int = 128  # size of z
+    decoder_units: int = 512  # GRU units of each decoder layer
+    decoder_layers: int = 3  # stacked GRU layers in the decoder
+    decoder_dropout: float = 0.0  # dropout between decoder layers (training only)
+    decoder_input: str = "teacher_forcing"  # teacher_forcing | free_running | latent_only
+    z_conditioning: str = "both"  # init (z -> initial states) | concat (z at every step) | both
+    embedding_dim: int = 0  # learned token embedding size; 0 = fixed one-hot (MOSES default)
+
+    def __post_init__(self) -> None:
+        _check_choice("model.encoder", self.encoder, ENCODERS)
+        _check_choice("model.decoder_input", self.decoder_input, DECODER_INPUTS)
+        _check_choice("model.z_conditioning", self.z_conditioning, Z_CONDITIONINGS)
+        for name in ("encoder_units", "encoder_layers", "latent_dim", "decoder_units",
+                     "decoder_layers", "conv_filters", "conv_kernel_size"):
+            if getattr(self, name) < 1:
+                raise SeqvaeError(f"model.{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 <= self.decoder_dropout < 1.0:
+            raise SeqvaeError(f"model.decoder_dropout must be in [0, 1), got {self.decoder_dropout}")
+        if self.embedding_dim < 0:
+            raise SeqvaeError("model.embedding_dim must be 0 (one-hot) or a positive size")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """How sequences are read, tokenized, split and batched."""
+
+    tokenizer: str = "smiles"  # smiles | selfies | char | word (one-hot .npy data uses class ids)
+    column: str = "SMILES"  # column read from .csv/.tsv files
+    max_len: int = 0  # longest sequence in tokens incl. <eos>; 0 = derive from the training data
+    limit: int = 0  # use only the first N sequences (0 = all)
+    validation_fraction: float = 0.05  # held out for the per-epoch validation pass
+    bucket: bool = True  # length-bucketed batches (sequences of similar length batched together)
+    bucket_width: int = 8  # batches are padded to a multiple of this (few distinct shapes for XLA)
+    skip_invalid: bool = True  # skip lines that fail to parse (SMILES) instead of failing
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise SeqvaeError("data.validation_fraction must be in [0, 1)")
+        if self.max_len < 0 or self.limit < 0 or self.bucket_width < 1:
+            raise SeqvaeError("data.max_len and data.limit must be >= 0, data.bucket_width >= 1")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, KL policy and the length of the run."""
+
+    batch_size: int = 512  # sequences per step
+    epochs: int = 10  # passes over the training split (max_steps / time_budget may stop sooner)
+    max_steps: int = 0  # stop after this many optimizer steps in total (0 = no limit)
+    time_budget: float = 0.0  # stop after this many seconds of training (0 = no limit)
+    learning_rate: float = 3e-4  # peak Adam learning rate
+    lr_schedule: str = "constant"  # constant | cosine (to lr_min over the run) | exponential
+    lr_min: float = 3e-5  # final learning rate of cosine, floor of exponential
+    lr_decay_steps: int = 1000  # exponential: steps for one factor of lr_decay_rate
+    lr_decay_rate: float = 0.5  # exponential: multiplicative decay per lr_decay_steps
+    warmup_steps: int = 0  # linear learning-rate warm-up
+    clip_norm: float = 50.0  # global gradient-norm clip (MOSES: 50); 0 = off
+    kl_schedule: str = "linear"  # constant | linear | sigmoid | cyclical
+    kl_weight_start: float = 0.0  # KL weight at kl_start_step
+    kl_weight_end: float = 0.05  # KL weight after the schedule (MOSES: 0.05)
+    kl_start_step: int = 0  # schedule starts here (weight_start before)
+    kl_anneal_steps: int = 2000  # steps from start to end weight (one cycle for cyclical)
+    kl_cycles: int = 4  # cyclical: number of cycles
+    free_bits: float = 0.0  # nats per latent dimension not penalised (0 = off)
+    word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
+    jit_compile: bool = False  # compile the train step with XLA
+    precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
+    seed: int = 0  # seeds data order, reparametrization noise, dropout and initial weights
+    log_every: int = 50  # steps between metrics.jsonl lines
+    checkpoint_every: int = 500  # steps between checkpoints (and at every epoch end)
+    keep_checkpoints: int = 3  # checkpoints kept by the CheckpointManager
+
+    def __post_init__(self) -> None:
+        _check_choice("train.kl_schedule", self.kl_schedule, KL_SCHEDULES)
+        _check_choice("train.lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _check_choice("train.precision", self.precision, PRECISIONS)
+        if self.batch_size < 1 or self.learning_rate <= 0:
+            raise SeqvaeError("train.batch_size must be >= 1 and train.learning_rate > 0")
+        if not 0.0 <= self.word_dropout < 1.0:
+            raise SeqvaeError("train.word_dropout must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything that defines a run; saved as ``config.json`` in the run directory."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> "Config":
+        """Builds a config, rejecting unknown sections/keys and values of the wrong type."""
+        if not isinstance(values, dict):
+            raise SeqvaeError(f"{source}: expected a table of sections, got {type(values).__name__}")
+        sections = {f.name: f.type for f in dataclasses.fields(cls)}
+        built = {}
+        for section, entries in values.items():
+            if section not in sections:
+                raise SeqvaeError(f"{source}: unknown section '{section}' "
+                                  f"(expected one of: {', '.join(sections)})")
+            section_cls = _SECTION_TYPES[section]
+            if not isinstance(entries, dict):
+                raise SeqvaeError(f"{source}: section '{section}' must be a table")
+            built[section] = _build_section(section_cls, section, entries, source)
+        return cls(**built)
+
+    def with_overrides(self, overrides: list[str]) -> "Config":
+        """Applies ``section.key=value`` strings (``--set``) and returns a new config."""
+        values = self.to_dict()
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            section, dot, name = key.strip().partition(".")
+            if not sep or not dot:
+                raise SeqvaeError(f"--set {item!r}: expected section.key=value, e.g. model.latent_dim=64")
+            if section not in _SECTION_TYPES:
+                raise SeqvaeError(f"--set {item!r}: unknown section '{section}' "
+                                  f"(expected one of: {', '.join(_SECTION_TYPES)})")
+            hints = typing.get_type_hints(_SECTION_TYPES[section])
+            if name not in hints:
+                raise SeqvaeError(f"--set {item!r}: unknown key '{name}' in section '{section}' "
+                                  f"(known: {', '.join(hints)})")
+            values[section][name] = _parse_value(raw.strip(), hints[name], f"--set {key}")
+        return Config.from_dict(values, source="--set")
+
+
+_SECTION_TYPES = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise SeqvaeError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _build_section(section_cls: type, section: str, entries: dict, source: str) -> Any:
+    hints = typing.get_type_hints(section_cls)
+    kwargs = {}
+    for name, value in entries.items():
+        if name not in hints:
+            raise SeqvaeError(f"{source}: unknown key '{section}.{name}' (known: {', '.join(hints)})")
+        kwargs[name] = _coerce(value, hints[name], f"{source}: {section}.{name}")
+    return section_cls(**kwargs)
+
+
+def _coerce(value: Any, kind: type, where: str) -> Any:
+    """Checks a JSON/TOML value against a field type (ints are accepted for floats)."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+    raise SeqvaeError(f"{where} must be of type {kind.__name__}, got {value!r}")
+
+
+def _parse_value(raw: str, kind: type, where: str) -> Any:
+    """Parses a command-line string into a field's type."""
+    if kind is str:
+        return raw
+    if kind is bool:
+        lowered = raw.lower()
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off"):
+            return False
+        raise SeqvaeError(f"{where}: expected true or false, got {raw!r}")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise SeqvaeError(f"{where}: expected {kind.__name__}, got {raw!r}") from None
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    """Reads a config from a ``.json`` or ``.toml`` file; missing keys take their defaults."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise SeqvaeError(f"{path}: cannot read config file ({error.strerror})") from None
+    try:
+        if path.endswith(".toml"):
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib
+            values = tomllib.loads(raw.decode("utf-8"))
+        else:
+            values = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SeqvaeError(f"{path}: config file is not UTF-8 text") from None
+    except ValueError as error:
+        raise SeqvaeError(f"{path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'}: "
+                          f"{str(error).splitlines()[0]}") from None
+    return Config.from_dict(values, source=path)
+
+
+def demo_config() -> Config:
+    """The README's main job: a small SMILES VAE that trains in about 15 minutes on 2 cores."""
+    return Config(
+        model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
+                          decoder_layers=2, z_conditioning="both"),
+        data=DataConfig(tokenizer="smiles", limit=200_000),
+        train=TrainConfig(batch_size=128, epochs=1, time_budget=600.0, learning_rate=1e-3,
+                          lr_schedule="cosine", lr_min=1e-4, kl_schedule="linear",
+                          kl_weight_end=0.02, kl_anneal_steps=1000, log_every=25,
+                          checkpoint_every=200),
+    )

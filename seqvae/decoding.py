@@ -1,0 +1,106 @@
+"""Graph-native decoding: one ``tf.while_loop`` over a ``tf.TensorArray`` for every strategy.
+
+The loop is a function of a *step function* ``(tokens (B,), state) -> (logits (B, V), state)``
+and a state, so it is tested with a stub and no trained model, and serves greedy decoding,
+sampling with temperature and top-k, from any z. The maximum length is fixed, so the loop
+compiles under XLA; sequences that emitted ``<eos>`` are masked (they emit ``<pad>``), and the
+loop stops as soon as every sequence has finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from seqvae import randomness
+
+StepFn = Callable[[tf.Tensor, Any], tuple[tf.Tensor, Any]]
+
+
+def filter_logits(logits: tf.Tensor, temperature: float | tf.Tensor = 1.0,
+                  top_k: int = 0) -> tf.Tensor:
+    """Applies temperature and top-k to logits ``(B, V)``: kept scores / T, others -inf."""
+    logits = tf.cast(logits, tf.float32) / tf.cast(temperature, tf.float32)
+    if top_k and top_k > 0:
+        kth = tf.math.top_k(logits, k=top_k).values[:, -1:]
+        logits = tf.where(logits < kth, tf.constant(float("-inf"), logits.dtype), logits)
+    return logits
+
+
+def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
+                start_id: int, eos_id: int, pad_id: int = 0, greedy: bool = False,
+                temperature: float | tf.Tensor = 1.0, top_k: int = 0,
+                seed: tf.Tensor | None = None) -> tf.Tensor:
+    """Generates token ids step by step.
+
+    Args:
+      step_fn: ``(tokens int32 (B,), state) -> (logits (B, V), new state)``; ``state`` is any
+        nest of tensors whose shapes do not change.
+      state: initial state (e.g. the decoder's layer states).
+      batch_size: B.
+      max_len: maximum number of generated tokens (``<eos>`` included).
+      start_id: token fed at the first step (``<bos>``).
+      eos_id, pad_id: a sequence that emits ``eos_id`` is finished and then emits ``pad_id``.
+      greedy: argmax instead of sampling.
+      temperature, top_k: sampling controls (ignored when greedy; top_k 0 = off).
+      seed: int ``(2,)`` stateless seed; the same seed gives the same samples.
+
+    Returns:
+      int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it.
+    """
+    if seed is None:
+        seed = tf.constant([0, 0], tf.int32)
+    tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))
+    finished = tf.zeros([batch_size], tf.bool)
+    out = tf.TensorArray(tf.int32, size=max_len, element_shape=tf.TensorShape([None]))
+
+    def body(t, tokens, finished, state, out):
+        logits, state = step_fn(tokens, state)
+        if greedy:
+            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        else:
+            chosen = randomness.categorical(filter_logits(logits, temperature, top_k),
+                                            randomness.fold_in(seed, t))
+        chosen = tf.where(finished, pad_id, chosen)
+        finished = finished | tf.equal(chosen, eos_id)
+        return t + 1, chosen, finished, state, out.write(t, chosen)
+
+    steps, _, _, _, out = tf.while_loop(
+        lambda t, tokens, finished, *_: (t < max_len) & ~tf.reduce_all(finished),
+        body, (tf.constant(0), tokens, finished, state, out), maximum_iterations=max_len)
+    padding = tf.fill([batch_size], tf.constant(pad_id, tf.int32))
+    _, out = tf.while_loop(lambda t, _: t < max_len, lambda t, out: (t + 1, out.write(t, padding)),
+                           (steps, out), maximum_iterations=max_len)
+    return tf.transpose(out.stack())
+
+
+def decoder_step_fn(decoder, z: tf.Tensor) -> tuple[StepFn, list[tf.Tensor]]:
+    """Wraps a ``seqvae.model.Decoder`` conditioned on ``z (B, L)`` as a step function + state.
+
+    z's share of the first layer's input projection is computed once here, not at every step.
+    """
+    latent_proj = decoder.latent_projection(z)
+
+    def step(tokens, states):
+        logits, states = decoder.step(decoder.token_projection(tokens), latent_proj, list(states))
+        return logits, states
+
+    return step, decoder.initial_states(z)
+
+
+def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
+                  temperature: float = 1.0, top_k: int = 0,
+                  seed: tf.Tensor | None = None) -> tf.Tensor:
+    """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``."""
+    step, state = decoder_step_fn(model.decoder, z)
+    return decode_loop(step, state, tf.shape(z)[0], max_len or model.max_len,
+                       start_id=model.bos_id if model.bos_id is not None else 0, eos_id=2,
+                       greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
+
+
+def sample_prior(model, num: int, seed: int = 0, **kwargs) -> tf.Tensor:
+    """Draws ``num`` sequences from the prior ``z ~ N(0, I)``; kwargs as ``sample_from_z``."""
+    seed = randomness.as_seed(seed)
+    z = randomness.normal([num, model.config.latent_dim], seed)
+    return sample_from_z(model, z, seed=randomness.fold_in(seed, 1), **kwargs)

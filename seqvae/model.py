@@ -1,0 +1,410 @@
+"""The sequence VAE: an encoder model, a reparametrized z, and a stacked-GRU decoder model.
+
+Every recurrent loop here is a ``tf.while_loop`` over ``tf.TensorArray`` s: the per-step outputs
+are written to a TensorArray (a value the tape differentiates through), never ``assign``-ed into a
+``tf.Variable`` (a stateful write that the tape does not record, which is why the classic custom
+loop gets ``None`` gradients for every decoder weight). The same code runs eagerly, inside
+``tf.function`` and under XLA.
+
+Shapes: ``B`` batch, ``T`` time steps, ``V`` vocabulary size, ``L`` latent size, ``H`` GRU units.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from seqvae import randomness
+from seqvae.config import ModelConfig
+
+
+def stateless_dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, training: bool) -> tf.Tensor:
+    """Dropout whose mask is a pure function of ``seed`` (so eager, graph and resumed runs agree)."""
+    if not training or rate <= 0 or seed is None:
+        return x
+    return randomness.dropout(x, rate, seed)
+
+
+class GRU(keras.layers.Layer):
+    """A GRU layer (the Keras/cuDNN ``reset_after`` formulation) built for custom loops.
+
+    The input projection ``x @ W + b`` is computed for all time steps at once, outside the time
+    loop (``project``); the loop (``scan``) only does the recurrent matmul. ``step`` advances one
+    time step and is what the free-running decoder and the samplers call. Integer inputs are
+    treated as one-hot rows, so their projection is a row gather instead of a matmul.
+
+    Gates: ``u = σ(xu + h Uu + bu)``, ``r = σ(xr + h Ur + br)``,
+    ``c = tanh(xc + r ⊙ (h Uc + bc))``, ``h' = u ⊙ h + (1 - u) ⊙ c``.
+    """
+
+    def __init__(self, units: int, input_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.input_dim = input_dim
+        self.build()  # the shapes are known now: variables exist before the first call
+
+    def build(self, input_shape=None):
+        self.kernel = self.add_weight(name="kernel", shape=(self.input_dim, 3 * self.units),
+                                      initializer="glorot_uniform")
+        self.recurrent_kernel = self.add_weight(name="recurrent_kernel",
+                                                shape=(self.units, 3 * self.units),
+                                                initializer="orthogonal")
+        self.bias = self.add_weight(name="bias", shape=(2, 3 * self.units), initializer="zeros")
+        self.built = True
+
+    def project(self, inputs: tf.Tensor, kernel_rows: tuple[int, int] | None = None) -> tf.Tensor:
+        """Input projection ``(..., D) -> (..., 3H)`` incl. the input bias.
+
+        Args:
+          inputs: float ``(..., D)`` features, or int ``(...)`` ids (one-hot rows of the kernel).
+          kernel_rows: use only kernel rows ``[a, b)`` (the part of the input these features fill).
+        """
+        kernel = self.kernel if kernel_rows is None else self.kernel[kernel_rows[0]:kernel_rows[1]]
+        if inputs.dtype.is_integer:
+            return tf.gather(kernel, inputs) + self.bias[0]
+        return tf.matmul(inputs, tf.cast(kernel, inputs.dtype)) + tf.cast(self.bias[0], inputs.dtype)
+
+    def step(self, x_proj: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
+        """One time step: ``x_proj (B, 3H)``, ``state (B, H)`` -> new state ``(B, H)``."""
+        h_proj = tf.matmul(state, self.recurrent_kernel) + self.bias[1]
+        x_u, x_r, x_c = tf.split(x_proj, 3, axis=-1)
+        h_u, h_r, h_c = tf.split(h_proj, 3, axis=-1)
+        update = tf.sigmoid(x_u + h_u)
+        reset = tf.sigmoid(x_r + h_r)
+        candidate = tf.tanh(x_c + reset * h_c)
+        return update * state + (1.0 - update) * candidate
+
+    def scan(self, x_proj: tf.Tensor, initial_state: tf.Tensor,
+             mask: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+        """Runs the recurrence over projected inputs.
+
+        Args:
+          x_proj: ``(B, T, 3H)`` from ``project``.
+          initial_state: ``(B, H)``.
+          mask: optional bool ``(B, T)``; where False the state is carried unchanged.
+
+        Returns:
+          outputs ``(B, T, H)`` and the last state ``(B, H)``.
+        """
+        steps_major = tf.transpose(x_proj, [1, 0, 2])
+        num_steps = tf.shape(steps_major)[0]
+        inputs_ta = tf.TensorArray(x_proj.dtype, size=num_steps).unstack(steps_major)
+        mask_ta = None
+        if mask is not None:
+            mask_ta = tf.TensorArray(tf.bool, size=num_steps).unstack(tf.transpose(mask))
+        outputs_ta = tf.TensorArray(x_proj.dtype, size=num_steps)
+
+        def body(t, state, outputs_ta):
+            new_state = self.step(inputs_ta.read(t), state)
+            if mask_ta is not None:
+                new_state = tf.where(mask_ta.read(t)[:, None], new_state, state)
+            return t + 1, new_state, outputs_ta.write(t, new_state)
+
+        _, last, outputs_ta = tf.while_loop(
+            lambda t, *_: t < num_steps, body, (tf.constant(0), initial_state, outputs_ta),
+            maximum_iterations=num_steps)
+        return tf.transpose(outputs_ta.stack(), [1, 0, 2]), last
+
+    def call(self, inputs, initial_state=None, step_mask=None):
+        x_proj = self.project(inputs)
+        if initial_state is None:
+            initial_state = tf.zeros([tf.shape(x_proj)[0], self.units], x_proj.dtype)
+        return self.scan(x_proj, initial_state, step_mask)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "input_dim": self.input_dim}
+
+
+def _as_features(inputs: tf.Tensor, vocab_size: int, embedding: keras.layers.Layer | None):
+    """Token ids -> embeddings (or the ids themselves for one-hot); float inputs pass through.
+
+    Float inputs are one-hot or soft distributions ``(B, T, V)``; with a learned embedding they are
+    mapped through the embedding matrix (``probs @ E``), which keeps soft inputs differentiable.
+    """
+    if embedding is None:
+        return inputs
+    if inputs.dtype.is_integer:
+        return embedding(inputs)
+    return tf.matmul(inputs, embedding.embeddings)
+
+
+def sequence_mask(inputs: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
+    """bool ``(B, T)``: True at real tokens (ids != pad, or one-hot rows that are not all zero)."""
+    if inputs.dtype.is_integer:
+        return tf.not_equal(inputs, pad_id)
+    return tf.reduce_sum(inputs, axis=-1) > 0
+
+
+class Encoder(keras.Model):
+    """Maps a sequence to the parameters of ``q(z | x)``: ``(z_mean, z_log_var)``, each ``(B, L)``.
+
+    Inputs are int ids ``(B, T)`` (``<pad>`` = 0 marks the end) or one-hot floats ``(B, T, V)``
+    (all-zero rows mark the end). ``gru``: stacked (optionally bidirectional) GRU, last real state.
+    ``conv``: Conv1D stack, flatten, dense (chemical VAE). ``dense``: flattened one-hot, dense
+    (the classic example). ``conv`` and ``dense`` pad inputs to ``max_len``.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, max_len: int, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.vocab_size = vocab_size
+        self.max_len = max_len
+        self.embedding = (keras.layers.Embedding(vocab_size, config.embedding_dim, name="embedding")
+                          if config.embedding_dim else None)
+        feature_dim = config.embedding_dim or vocab_size
+        if config.encoder == "gru":
+            directions = 2 if config.encoder_bidirectional else 1
+            self.grus = []
+            for layer in range(config.encoder_layers):
+                in_dim = feature_dim if layer == 0 else config.encoder_units * directions
+                self.grus.append([GRU(config.encoder_units, in_dim, name=f"gru_{layer}_{d}")
+                                  for d in ("forward", "backward")[:directions]])
+        elif config.encoder == "conv":
+            self.convs = [keras.layers.Conv1D(config.conv_filters, config.conv_kernel_size,
+                                              padding="same", activation="relu", name=f"conv_{i}")
+                          for i in range(config.encoder_layers)]
+        if config.encoder in ("conv", "dense"):
+            self.hidden = keras.layers.Dense(config.encoder_units, activation="relu", name="hidden")
+        self.dense_mean = keras.layers.Dense(config.latent_dim, name="z_mean")
+        self.dense_log_var = keras.layers.Dense(config.latent_dim, name="z_log_var")
+
+    def call(self, inputs, training=None):
+        mask = sequence_mask(inputs)
+        if self.config.encoder == "gru":
+            summary = self._gru_summary(inputs, mask)
+        else:
+            features = inputs if not inputs.dtype.is_integer or self.embedding else tf.one_hot(
+                inputs, self.vocab_size)
+            features = _as_features(features, self.vocab_size, self.embedding)
+            features = features * tf.cast(mask, features.dtype)[..., None]
+            pad = self.max_len - tf.shape(features)[1]
+            features = tf.pad(features, [[0, 0], [0, pad], [0, 0]])
+            features = tf.ensure_shape(features, [None, self.max_len, features.shape[-1]])
+            if self.config.encoder == "conv":
+                for conv in self.convs:
+                    features = conv(features)
+            summary = self.hidden(keras.ops.reshape(features, (tf.shape(features)[0], -1)))
+        return self.dense_mean(summary), self.dense_log_var(summary)
+
+    def _gru_summary(self, inputs, mask):
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+        sequence = _as_features(inputs, self.vocab_size, self.embedding)
+        finals = []
+        for layer in self.grus:
+            outputs, finals = [], []
+            for direction, gru in enumerate(layer):
+                x = sequence
+                if direction == 1:  # reverse only the real part, padding stays at the end
+                    x = tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
+                out, last = gru(x, step_mask=mask)
+                if direction == 1:
+                    out = tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0)
+                outputs.append(out)
+                finals.append(last)
+            sequence = tf.concat(outputs, axis=-1)
+        return tf.concat(finals, axis=-1)
+
+    def get_config(self):
+        return {"config": vars(self.config), "vocab_size": self.vocab_size, "max_len": self.max_len}
+
+
+class Decoder(keras.Model):
+    """Stacked GRU decoder: ``z (B, L)`` (+ decoder inputs) -> logits ``(B, T, V)``.
+
+    Input modes (``config.decoder_input``):
+      - ``teacher_forcing``: step t reads the true token t-1 (``<bos>`` first); one scan per layer.
+      - ``free_running``: step t reads ``softmax(logits[t-1])`` mapped through the token
+        embedding (differentiable), ``<bos>`` first: the classic example's loop, as a
+        ``tf.while_loop`` over all layers writing a ``tf.TensorArray``.
+      - ``latent_only``: z is the only input at every step (chemical VAE, classic dummy decoder).
+    z conditioning (``config.z_conditioning``): ``init`` sets every layer's initial state to a
+    linear map of z (MOSES), ``concat`` appends z to the input of the first layer at every step
+    (its projection is computed once), ``both`` does both.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, start_id: int | None = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.vocab_size = vocab_size
+        self.start_id = start_id
+        self.embedding = (keras.layers.Embedding(vocab_size, config.embedding_dim, name="embedding")
+                          if config.embedding_dim and config.decoder_input != "latent_only" else None)
+        self.token_dim = 0 if config.decoder_input == "latent_only" else (
+            config.embedding_dim or vocab_size)
+        self.uses_init = config.z_conditioning in ("init", "both")
+        self.uses_concat = config.z_conditioning in ("concat", "both") or (
+            config.decoder_input == "latent_only")
+        first_dim = self.token_dim + (config.latent_dim if self.uses_concat else 0)
+        self.grus = [GRU(config.decoder_units, first_dim if i == 0 else config.decoder_units,
+                         name=f"gru_{i}") for i in range(config.decoder_layers)]
+        if self.uses_init:
+            self.dense_init = keras.layers.Dense(config.decoder_units * config.decoder_layers,
+                                                 name="z_to_state")
+        self.dense_logits = keras.layers.Dense(vocab_size, name="logits")
+
+    # -- pieces shared by the full-sequence pass, the free-running loop and the samplers --------
+
+    def initial_states(self, z: tf.Tensor) -> list[tf.Tensor]:
+        """One ``(B, H)`` state per layer: a linear map of z (init) or zeros."""
+        if self.uses_init:
+            return tf.split(self.dense_init(z), self.config.decoder_layers, axis=-1)
+        zeros = tf.zeros([tf.shape(z)[0], self.config.decoder_units], z.dtype)
+        return [zeros] * self.config.decoder_layers
+
+    def latent_projection(self, z: tf.Tensor) -> tf.Tensor:
+        """z's constant share of the first layer's input projection ``(B, 3H)`` (bias included)."""
+        gru = self.grus[0]
+        if not self.uses_concat:
+            return tf.broadcast_to(gru.bias[0], [tf.shape(z)[0], 3 * gru.units])
+        return gru.project(z, kernel_rows=(self.token_dim, self.token_dim + self.config.latent_dim))
+
+    def token_projection(self, tokens: tf.Tensor) -> tf.Tensor:
+        """Token ids ``(...)`` or distributions ``(..., V)`` -> first-layer projection ``(..., 3H)``.
+
+        Excludes the bias (``latent_projection`` carries it). With one-hot tokens, ids select
+        kernel rows and distributions multiply the kernel rows directly.
+        """
+        gru = self.grus[0]
+        if self.token_dim == 0:
+            return None
+        features = _as_features(tokens, self.vocab_size, self.embedding)
+        kernel = gru.kernel[:self.token_dim]
+        if features.dtype.is_integer:
+            return tf.gather(kernel, features)
+        return tf.matmul(features, kernel)
+
+    def start_tokens(self, batch_size: tf.Tensor) -> tf.Tensor:
+        """First decoder inputs ``(B, V)``: one-hot ``<bos>``, or zeros when there is none."""
+        if self.start_id is None:
+            return tf.zeros([batch_size, self.vocab_size])
+        return tf.one_hot(tf.fill([batch_size], self.start_id), self.vocab_size)
+
+    def step(self, token_proj, latent_proj, states, training=False, seed=None):
+        """Advances every layer one step.
+
+        Args:
+          token_proj: ``(B, 3H)`` first-layer projection of the input token (None: latent_only).
+          latent_proj: ``(B, 3H)`` from ``latent_projection``.
+          states: list of ``(B, H)``, one per layer.
+
+        Returns:
+          logits ``(B, V)`` and the new list of states.
+        """
+        x_proj = latent_proj if token_proj is None else latent_proj + token_proj
+        new_states = []
+        for i, gru in enumerate(self.grus):
+            if i > 0:
+                x = stateless_dropout(new_states[-1], self.config.decoder_dropout,
+                                      None if seed is None else randomness.fold_in(seed, i), training)
+                x_proj = gru.project(x)
+            new_states.append(gru.step(x_proj, states[i]))
+        return self.dense_logits(new_states[-1]), new_states
+
+    # -- full passes ---------------------------------------------------------------------------
+
+    def call(self, z, decoder_inputs=None, num_steps=None, training=None, seed=None):
+        """Decodes a whole sequence.
+
+        Args:
+          z: float ``(B, L)``.
+          decoder_inputs: int ``(B, T)`` inputs for teacher forcing (``<bos>``, x_0 .. x_{T-2});
+            for the other modes only its length T is used.
+          num_steps: T when ``decoder_inputs`` is None.
+          seed: int ``(2,)`` stateless seed for dropout.
+
+        Returns:
+          logits ``(B, T, V)``.
+        """
+        if num_steps is None:
+            num_steps = tf.shape(decoder_inputs)[1]
+        states = self.initial_states(z)
+        latent_proj = self.latent_projection(z)
+        if self.config.decoder_input == "free_running":
+            return self._free_running(latent_proj, states, num_steps, training, seed)
+        if self.config.decoder_input == "teacher_forcing":
+            x_proj = self.token_projection(decoder_inputs) + latent_proj[:, None, :]
+        else:  # latent_only: the same input at every step
+            x_proj = tf.tile(latent_proj[:, None, :], [1, num_steps, 1])
+        sequence = None
+        for i, gru in enumerate(self.grus):
+            if i > 0:
+                sequence = stateless_dropout(sequence, self.config.decoder_dropout,
+                                             None if seed is None else randomness.fold_in(seed, i), training)
+                x_proj = gru.project(sequence)
+            sequence, _ = gru.scan(x_proj, states[i])
+        return self.dense_logits(sequence)
+
+    def _free_running(self, latent_proj, states, num_steps, training, seed):
+        batch_size = tf.shape(latent_proj)[0]
+        logits_ta = tf.TensorArray(latent_proj.dtype, size=num_steps)
+        previous = self.start_tokens(batch_size)
+
+        def body(t, previous, states, logits_ta):
+            step_seed = None if seed is None else randomness.fold_in(seed, t)
+            logits, states = self.step(self.token_projection(previous), latent_proj, states,
+                                       training, step_seed)
+            return t + 1, tf.nn.softmax(logits), states, logits_ta.write(t, logits)
+
+        _, _, _, logits_ta = tf.while_loop(
+            lambda t, *_: t < num_steps, body, (tf.constant(0), previous, states, logits_ta),
+            maximum_iterations=num_steps)
+        return tf.transpose(logits_ta.stack(), [1, 0, 2])
+
+    def get_config(self):
+        return {"config": vars(self.config), "vocab_size": self.vocab_size, "start_id": self.start_id}
+
+
+class SequenceVAE(keras.Model):
+    """Encoder model + reparametrization + decoder model.
+
+    ``call(ids)`` with ids ``(B, T)`` (tokens, ``<eos>``, then ``<pad>``) returns a dict with
+    ``logits (B, T, V)`` predicting ``ids``, ``z_mean``, ``z_log_var`` and ``z`` ``(B, L)``.
+    The noise of the reparametrization and of dropout comes from a stateless ``seed`` ``(2,)``,
+    so the same seed gives the same loss eagerly, in ``tf.function`` and under XLA.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, max_len: int, bos_id: int | None = 1,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.vocab_size = vocab_size
+        self.max_len = max_len
+        self.bos_id = bos_id
+        self.encoder = Encoder(config, vocab_size, max_len, name="encoder")
+        self.decoder = Decoder(config, vocab_size, start_id=bos_id, name="decoder")
+
+    def build_weights(self) -> "SequenceVAE":
+        """Creates every variable by running a dummy batch (needed before restoring weights)."""
+        ids = tf.zeros([1, self.max_len], tf.int32)
+        self(ids, training=False, seed=tf.constant([0, 0]))
+        return self
+
+    @staticmethod
+    def reparametrize(z_mean, z_log_var, seed):
+        """``z = mean + exp(log_var / 2) * eps``, ``eps ~ N(0, I)`` drawn from the stateless seed."""
+        eps = randomness.normal(tf.shape(z_mean), seed, dtype=z_mean.dtype)
+        return z_mean + tf.exp(0.5 * z_log_var) * eps
+
+    def decoder_inputs(self, ids: tf.Tensor) -> tf.Tensor:
+        """Teacher-forcing inputs: ``<bos>`` followed by ``ids`` shifted right by one."""
+        start = tf.fill([tf.shape(ids)[0], 1], tf.cast(self.bos_id or 0, ids.dtype))
+        return tf.concat([start, ids[:, :-1]], axis=1)
+
+    def call(self, ids, training=None, seed=None, sample_z=True, decoder_inputs=None):
+        if seed is None:
+            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
+        z_mean, z_log_var = self.encoder(ids, training=training)
+        z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0)) if sample_z else z_mean
+        if decoder_inputs is None:
+            decoder_inputs = self.decoder_inputs(ids)
+        logits = self.decoder(z, decoder_inputs, training=training, seed=randomness.fold_in(seed, 1))
+        return {"logits": logits, "z_mean": z_mean, "z_log_var": z_log_var, "z": z}
+
+    def get_config(self):
+        return {"config": vars(self.config), "vocab_size": self.vocab_size,
+                "max_len": self.max_len, "bos_id": self.bos_id}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(ModelConfig(**config.pop("config")), **config)
