@@ -560,7 +560,10 @@ def moses_package_dir() -> str:
     import importlib.metadata
     import importlib.util
 
-    spec = importlib.util.find_spec("moses")  # a top-level spec: moses/__init__ does not run
+    try:
+        spec = importlib.util.find_spec("moses")  # a top-level spec: moses/__init__ does not run
+    except (ImportError, ValueError):  # ValueError: a "moses" in sys.modules without a spec
+        spec = None
     if spec is not None and spec.submodule_search_locations:
         return list(spec.submodule_search_locations)[0]
     try:

@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import math
 import sys
+import types
 import warnings
 
 import numpy as np
@@ -23,7 +24,11 @@ T_CCO_CCN = 1 / 3
 
 
 def _molsets_installed() -> bool:
-    return importlib.util.find_spec("moses") is not None
+    try:
+        metrics.moses_package_dir()
+    except SeqvaeError:
+        return False
+    return True
 
 
 needs_molsets = pytest.mark.skipif(not _molsets_installed(), reason="molsets not installed")
@@ -264,6 +269,38 @@ def test_fcd_missing_extra_message(monkeypatch):
     result = metrics.moses_metrics(["CCO"], ["CCO"], ["CCO"], ["CCN"], k=(1,))
     assert result["FCD/Test"] is None and result["FCD/TestSF"] is None
     assert "seqvae[fcd]" in result["note"]
+
+
+def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch):
+    # a stand-in fcd package: "activations" are (length, number of 'C') of each SMILES, and the
+    # "distance" is the squared distance of the means
+    def get_predictions(model, smiles, device):
+        return np.array([[len(s), s.count("C")] for s in smiles], float)
+
+    def calculate_frechet_distance(mu1, sigma1, mu2, sigma2):
+        return float((mu1 - mu2) @ (mu1 - mu2))
+
+    stub = types.SimpleNamespace(
+        load_ref_model=lambda: "chemnet",
+        get_predictions=get_predictions,
+        calculate_frechet_distance=calculate_frechet_distance,
+    )
+    monkeypatch.setitem(sys.modules, "fcd", stub)
+    monkeypatch.setitem(
+        sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=bool))
+    )
+    # gen: valid canonical [CCO, CCO] -> mean (3, 2); ref [c1ccccc1, CCN] -> mean (5.5, 1)
+    # distance = 2.5^2 + 1^2 = 7.25
+    gen, ref = ["CCO", "OCC", "xx"], ["c1ccccc1", "NCC"]
+    assert metrics.fcd(gen, ref) == pytest.approx(7.25)
+    assert metrics.fcd(gen, metrics.reference_stats(ref, include_fcd=True)) == pytest.approx(7.25)
+    assert math.isnan(metrics.fcd(["CCO"], ref))  # one molecule has no covariance
+    with pytest.raises(SeqvaeError, match="include_fcd=True"):
+        metrics.fcd(gen, metrics.reference_stats(ref))
+    result = metrics.moses_metrics(gen, ["CCO"], ref, ["CCO", "C"], k=(2,))
+    assert result["FCD/Test"] == pytest.approx(7.25)
+    assert result["FCD/TestSF"] == pytest.approx(1.25)  # ref mean (2, 1.5): 1^2 + 0.5^2
+    assert "note" not in result
 
 
 def test_fcd_of_a_set_with_itself_is_zero():

@@ -1,0 +1,354 @@
+"""The ``seqvae`` command line: it parses arguments and calls the library, nothing more.
+
+Errors in the user's input are ``SeqvaeError`` s: printed as one line, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+
+def _quiet_tensorflow() -> None:
+    """Imports TensorFlow with its start-up log lines (oneDNN, CUDA probing) silenced.
+
+    TensorFlow's C++ logging writes them before ``TF_CPP_MIN_LOG_LEVEL`` is read, so file
+    descriptor 2 is pointed at /dev/null for the import. Set SEQVAE_TF_LOGS=1 to see them.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if os.environ.get("SEQVAE_TF_LOGS"):
+        return
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def parse_duration(text: str) -> float:
+    """``"90"``, ``"90s"``, ``"15m"``, ``"1.5h"`` -> seconds."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 15m or 2h, got {text!r}")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _build_config(args):
+    from seqvae.config import Config, demo_config, load_config
+
+    config = load_config(args.config) if args.config else (
+        demo_config() if args.preset == "demo" else Config())
+    overrides = list(args.set or [])
+    if getattr(args, "max_steps", None) and getattr(args, "epochs", None) is None:
+        overrides.append("train.epochs=1000000")  # --max-steps alone means "this many steps"
+    for flag, key in (("epochs", "train.epochs"), ("max_steps", "train.max_steps"),
+                      ("time_budget", "train.time_budget"), ("limit", "data.limit"),
+                      ("seed", "train.seed")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    return config.with_overrides(overrides)
+
+
+def cmd_train(args) -> int:
+    from seqvae.train import train
+
+    if args.resume:
+        from seqvae.run import read_run_files
+
+        stored = read_run_files(args.out)
+        config = stored.config
+        args.config = None
+        config = config.with_overrides(_stop_overrides(args))
+    else:
+        config = _build_config(args)
+    summary = train(config, args.out, args.data, resume=args.resume, strict=args.strict)
+    _print_train_summary(summary)
+    return 0
+
+
+def _stop_overrides(args) -> list[str]:
+    overrides = [s for s in (args.set or []) if s.startswith("train.")]
+    for flag, key in (("epochs", "train.epochs"), ("max_steps", "train.max_steps"),
+                      ("time_budget", "train.time_budget")):
+        if getattr(args, flag) is not None:
+            overrides.append(f"{key}={getattr(args, flag)}")
+    return overrides
+
+
+def _print_train_summary(summary: dict) -> None:
+    last = summary["last"]
+    print(f"trained {summary['steps']} steps ({summary['stop_reason']}) in "
+          f"{summary['train_seconds']:.0f}s at {summary['sequences_per_second']:.0f} sequences/s; "
+          f"loss {last.get('loss', float('nan')):.4f} recon {last.get('recon', float('nan')):.4f} "
+          f"kl {last.get('kl', float('nan')):.2f}; padding {100 * (summary['padding_fraction'] or 0):.1f}%")
+    print(f"run directory: {summary['run_dir']}")
+
+
+def _load(run_dir: str):
+    from seqvae.run import load_run
+
+    return load_run(run_dir)
+
+
+def _write_lines(lines, out: str | None) -> None:
+    text = "".join(f"{line}\n" for line in lines)
+    if out:
+        from seqvae.run import write_text_atomic
+
+        write_text_atomic(out, text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_sample(args) -> int:
+    from seqvae import inference
+
+    run = _load(args.run_dir)
+    texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
+                             greedy=args.greedy, seed=args.seed)
+    if args.valid_only:
+        from seqvae.metrics import canonical_smiles
+
+        texts = [t for t in texts if canonical_smiles(t) is not None]
+    if args.unique:
+        texts = list(dict.fromkeys(texts))
+    _write_lines(texts, args.out)
+    return 0
+
+
+def cmd_encode(args) -> int:
+    import numpy as np
+
+    from seqvae import inference
+
+    run = _load(args.run_dir)
+    mean, log_var = inference.encode(run, args.data, strict=args.strict)
+    np.save(args.out, mean)
+    if args.log_var:
+        np.save(args.log_var, log_var)
+    print(f"wrote z means {mean.shape} to {args.out}" + (f", log variances to {args.log_var}" if args.log_var else ""),
+          file=sys.stderr)
+    return 0
+
+
+def cmd_decode(args) -> int:
+    import numpy as np
+
+    from seqvae import inference
+    from seqvae.data import read_sequences  # noqa: F401  (same file checks as data)
+    from seqvae.errors import SeqvaeError
+
+    run = _load(args.run_dir)
+    if not os.path.exists(args.z):
+        raise SeqvaeError(f"{args.z}: no such file")
+    try:
+        z = np.load(args.z, allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise SeqvaeError(f"{args.z}: not a readable .npy array ({str(error).splitlines()[0]})") from None
+    if z.ndim != 2 or not np.issubdtype(z.dtype, np.floating):
+        raise SeqvaeError(f"{args.z}: expected float array (N, {run.config.model.latent_dim}), "
+                          f"got {z.dtype} {z.shape}")
+    texts = inference.decode(run, z, greedy=not args.sample, temperature=args.temperature,
+                             top_k=args.top_k, seed=args.seed)
+    _write_lines(texts, args.out)
+    return 0
+
+
+def cmd_reconstruct(args) -> int:
+    from seqvae import inference
+
+    run = _load(args.run_dir)
+    result = inference.reconstruct(run, args.data, num_samples=args.samples, seed=args.seed,
+                                   strict=args.strict)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"sequences: {result['sequences']}")
+        print(f"greedy from mean z:  token accuracy {result['token_accuracy_mean_z']:.4f}  "
+              f"sequence accuracy {result['sequence_accuracy_mean_z']:.4f}")
+        if result["samples_per_sequence"]:
+            print(f"greedy from z~q(z|x) (x{result['samples_per_sequence']}): token accuracy "
+                  f"{result['token_accuracy_sampled_z']:.4f}  sequence accuracy "
+                  f"{result['sequence_accuracy_sampled_z']:.4f}")
+    return 0
+
+
+def cmd_interpolate(args) -> int:
+    from seqvae import inference
+
+    run = _load(args.run_dir)
+    for t, text in inference.interpolate(run, args.a, args.b, steps=args.steps, slerp=args.slerp):
+        print(f"{t:.3f}\t{text}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from seqvae import diagnostics
+
+    if args.run_dir:
+        run = _load(args.run_dir)
+        config, vocab_size, max_len = run.config, len(run.vocab), min(run.max_len, 24)
+    else:
+        config, vocab_size, max_len = _build_config(args), 30, 24
+    reports = diagnostics.doctor(config, vocab_size=vocab_size, max_len=max_len,
+                                 all_modes=not args.only_config)
+    print(diagnostics.format_reports(reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def cmd_demo(args) -> int:
+    """Train the demo configuration on the bundled data, then sample and score it."""
+    import time
+
+    from seqvae import inference
+    from seqvae.config import demo_config
+    from seqvae.metrics import fraction_unique, fraction_valid
+    from seqvae.run import load_run
+    from seqvae.train import train
+
+    started = time.monotonic()
+    config = demo_config().with_overrides(
+        [f"train.time_budget={args.time_budget}"] if args.time_budget is not None else [])
+    summary = train(config, args.out, None, resume=args.resume)
+    _print_train_summary(summary)
+    run = load_run(args.out)
+    samples = inference.sample(run, args.n, seed=args.seed)
+    path = os.path.join(args.out, "samples.smi")
+    _write_lines(samples, path)
+    valid = fraction_valid(samples)
+    unique = fraction_unique([s for s in samples if s], check_validity=False) if samples else 0.0
+    print(f"sampled {len(samples)} molecules from the prior: valid {100 * valid:.1f}%, "
+          f"unique {100 * unique:.1f}% -> {path}")
+    print(f"total wall time {time.monotonic() - started:.0f}s; run directory: {args.out}")
+    return 0
+
+
+EXAMPLES = {
+    "train": "seqvae train --out runs/demo\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume",
+    "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
+    "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
+    "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
+    "reconstruct": "seqvae reconstruct runs/demo moses:test --samples 10 --json",
+    "interpolate": "seqvae interpolate runs/demo 'CCO' 'c1ccccc1O' --steps 8 --slerp",
+    "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --set model.decoder_layers=1",
+    "demo": "seqvae demo --out runs/demo",
+}
+
+
+def _add_config_options(p, with_stop: bool = True) -> None:
+    p.add_argument("--config", help="TOML or JSON config file (sections model, data, train)")
+    p.add_argument("--preset", choices=("demo", "moses"), default="demo",
+                   help="base configuration when no --config is given (default: demo)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field, e.g. model.latent_dim=64 (repeatable)")
+    if with_stop:
+        p.add_argument("--epochs", type=int)
+        p.add_argument("--max-steps", type=int)
+        p.add_argument("--time-budget", type=parse_duration, help="e.g. 15m, 900s, 1h")
+        p.add_argument("--limit", type=int, help="use only the first N sequences")
+        p.add_argument("--seed", type=int)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seqvae", description=(
+        "Variational autoencoders over token sequences (SMILES, SELFIES, proteins, text)."))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name, func, help_text):
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           epilog="example:\n  " + EXAMPLES[name],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("train", cmd_train, "train a VAE into a run directory")
+    p.add_argument("data", nargs="?", help="data file or moses:train|test|test_scaffolds "
+                   "(default: the bundled MOSES train split)")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out exactly")
+    p.add_argument("--strict", action="store_true", help="fail on invalid SMILES instead of skipping")
+    _add_config_options(p)
+
+    p = command("demo", cmd_demo, "train the demo model on MOSES, sample 1,000 and score them")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("-n", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-budget", type=parse_duration)
+    p.add_argument("--resume", action="store_true")
+
+    p = command("sample", cmd_sample, "sample sequences from the prior")
+    p.add_argument("run_dir")
+    p.add_argument("-n", type=int, default=100)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--greedy", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="output file (default: stdout), one sequence per line")
+    p.add_argument("--unique", action="store_true", help="drop repeated samples")
+    p.add_argument("--valid-only", action="store_true", help="keep only RDKit-valid SMILES")
+
+    p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim)")
+    p.add_argument("run_dir")
+    p.add_argument("data")
+    p.add_argument("--out", required=True, help=".npy file for the means")
+    p.add_argument("--log-var", help=".npy file for the log variances")
+    p.add_argument("--strict", action="store_true")
+
+    p = command("decode", cmd_decode, "decode latent vectors from a .npy file")
+    p.add_argument("run_dir")
+    p.add_argument("z")
+    p.add_argument("--out")
+    p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = command("reconstruct", cmd_reconstruct, "reconstruction accuracy on sequences")
+    p.add_argument("run_dir")
+    p.add_argument("data")
+    p.add_argument("--samples", type=int, default=10, help="z draws per sequence")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--strict", action="store_true")
+
+    p = command("interpolate", cmd_interpolate, "decode the path between two sequences")
+    p.add_argument("run_dir")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--slerp", action="store_true", help="spherical instead of linear")
+
+    p = command("doctor", cmd_doctor, "check that every trainable weight gets a gradient")
+    p.add_argument("run_dir", nargs="?")
+    p.add_argument("--only-config", action="store_true",
+                   help="check only the config's own decoder mode and conditioning")
+    _add_config_options(p, with_stop=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_tensorflow()
+    from seqvae.errors import SeqvaeError
+
+    try:
+        return args.func(args)
+    except SeqvaeError as error:
+        print(f"seqvae: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("seqvae: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

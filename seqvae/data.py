@@ -1,0 +1,252 @@
+"""Reading sequences, encoding them once, and the length-bucketed ``tf.data`` pipeline.
+
+Sources: ``.smi``/``.txt`` (first whitespace-separated column), ``.csv``/``.tsv`` (a named
+column), ``.npy`` one-hot ``(N, T, C)`` or class ids ``(N, T)`` (the classic example's format),
+any of the text formats gzipped, the bundled MOSES splits (``moses:train``, ``moses:test``,
+``moses:test_scaffolds``), Python lists of strings and numpy arrays.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib.util
+import io
+import os
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from seqvae.errors import SeqvaeError
+
+MOSES_SPLITS = ("train", "test", "test_scaffolds")
+MOSES_HINT = "pip install --no-deps molsets==0.3.1"
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """Texts read from a source; ``line_numbers[i]`` is the 1-based line of ``texts[i]``."""
+
+    texts: list[str]
+    line_numbers: list[int]
+    source: str
+    one_hot_classes: int = 0  # > 0 when read from a .npy array: texts are class ids "0 3 1"
+
+
+def moses_file(split: str) -> str:
+    """Path of a MOSES split's ``.csv.gz`` inside the installed ``molsets`` wheel.
+
+    The package is located without importing it (its ``__init__`` imports torch).
+    """
+    if split not in MOSES_SPLITS:
+        raise SeqvaeError(f"unknown MOSES split '{split}' (choose {', '.join(MOSES_SPLITS)})")
+    spec = importlib.util.find_spec("moses")
+    if spec is None or not spec.submodule_search_locations:
+        raise SeqvaeError(f"the MOSES data is not installed; run: {MOSES_HINT}")
+    path = os.path.join(spec.submodule_search_locations[0], "dataset", "data", f"{split}.csv.gz")
+    if not os.path.exists(path):
+        raise SeqvaeError(f"{path} is missing; reinstall with: {MOSES_HINT}")
+    return path
+
+
+def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
+    """Reads texts from a path, ``moses:SPLIT``, a list of strings or a numpy array.
+
+    Args:
+      source: see the module docstring.
+      column: column name for ``.csv``/``.tsv`` files.
+      limit: keep only the first ``limit`` sequences (0 = all).
+
+    Raises:
+      SeqvaeError: one line naming the file (and line) and the problem.
+    """
+    if isinstance(source, np.ndarray):
+        return _from_array(source, "array", limit)
+    if isinstance(source, (list, tuple)):
+        texts = [str(t) for t in source][: limit or None]
+        if not texts:
+            raise SeqvaeError("the list of sequences is empty")
+        return Sequences(texts, list(range(1, len(texts) + 1)), "list")
+    source = os.fspath(source)
+    if source.startswith("moses:"):
+        path = moses_file(source.split(":", 1)[1])
+        seqs = _read_table(path, "SMILES", limit, delimiter=",")
+        return Sequences(seqs.texts, seqs.line_numbers, source)
+    if not os.path.exists(source):
+        raise SeqvaeError(f"{source}: no such file")
+    if os.path.isdir(source):
+        raise SeqvaeError(f"{source}: is a directory, expected a data file")
+    if os.path.getsize(source) == 0:
+        raise SeqvaeError(f"{source}: the file is empty")
+    name = source[:-3] if source.endswith(".gz") else source
+    if name.endswith(".npy"):
+        try:
+            array = np.load(source, allow_pickle=False)
+        except (ValueError, OSError) as error:
+            raise SeqvaeError(f"{source}: not a readable .npy array ({str(error).splitlines()[0]})") from None
+        return _from_array(array, source, limit)
+    if name.endswith((".csv", ".tsv")):
+        return _read_table(source, column, limit, delimiter="\t" if name.endswith(".tsv") else ",")
+    return _read_lines(source, limit)
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    try:
+        head = raw.read(8192)
+    except (OSError, EOFError) as error:
+        raise SeqvaeError(f"{path}: cannot read ({error})") from None
+    if b"\x00" in head:
+        raise SeqvaeError(f"{path}: looks like a binary file, expected text with one sequence per line")
+    raw.seek(0)
+    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+
+def _decode_error(path: str, lines_read: int) -> SeqvaeError:
+    return SeqvaeError(f"{path}:{lines_read + 1}: not UTF-8 text (binary or wrongly encoded file)")
+
+
+def _read_lines(path: str, limit: int) -> Sequences:
+    texts, numbers = [], []
+    with _open_text(path) as handle:
+        number = 0
+        try:
+            for number, line in enumerate(handle, start=1):
+                fields = line.split()
+                if not fields or fields[0].startswith("#"):
+                    continue
+                texts.append(fields[0])
+                numbers.append(number)
+                if limit and len(texts) >= limit:
+                    break
+        except UnicodeDecodeError:
+            raise _decode_error(path, number) from None
+        except (OSError, EOFError) as error:
+            raise SeqvaeError(f"{path}: cannot read ({error})") from None
+    if not texts:
+        raise SeqvaeError(f"{path}: no sequences found (the file holds only blank or comment lines)")
+    return Sequences(texts, numbers, path)
+
+
+def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences:
+    texts, numbers = [], []
+    with _open_text(path) as handle:
+        try:
+            reader = csv.reader(handle, delimiter=delimiter)
+            header = next(reader, None)
+            if header is None:
+                raise SeqvaeError(f"{path}: the file is empty")
+            if column not in header:
+                raise SeqvaeError(f"{path}:1: no column '{column}' in the header "
+                                  f"(columns: {', '.join(header[:10])}); choose one with data.column")
+            index = header.index(column)
+            for number, row in enumerate(reader, start=2):
+                if len(row) <= index or not row[index].strip():
+                    continue
+                texts.append(row[index].strip())
+                numbers.append(number)
+                if limit and len(texts) >= limit:
+                    break
+        except UnicodeDecodeError:
+            raise _decode_error(path, len(numbers) + 1) from None
+        except csv.Error as error:
+            raise SeqvaeError(f"{path}:{reader.line_num}: malformed {('CSV', 'TSV')[delimiter == chr(9)]} ({error})") from None
+        except (OSError, EOFError) as error:
+            raise SeqvaeError(f"{path}: cannot read ({error})") from None
+    if not texts:
+        raise SeqvaeError(f"{path}: no sequences in column '{column}'")
+    return Sequences(texts, numbers, path)
+
+
+def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
+    """One-hot ``(N, T, C)`` (all-zero rows end a sequence) or class ids ``(N, T)`` -> texts."""
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise SeqvaeError(f"{source}: expected a numeric array, got dtype {array.dtype}")
+    if array.ndim == 3:
+        if array.shape[0] == 0 or array.shape[2] == 0:
+            raise SeqvaeError(f"{source}: empty one-hot array of shape {array.shape}")
+        values = array.astype(np.float32)
+        row_sums = values.sum(-1)
+        if not (np.all((values == 0) | (values == 1)) and np.all((row_sums == 0) | (row_sums == 1))):
+            raise SeqvaeError(f"{source}: a (N, T, C) array must be one-hot: each row all 0 or a single 1")
+        classes, ids = array.shape[2], values.argmax(-1)
+        ids = np.where(row_sums > 0, ids, -1)
+    elif array.ndim == 2:
+        if not np.issubdtype(array.dtype, np.integer):
+            raise SeqvaeError(f"{source}: a (N, T) array must hold integer class ids, got {array.dtype}")
+        if array.size == 0 or array.min() < -1:
+            raise SeqvaeError(f"{source}: class ids must be >= 0 (-1 marks padding)")
+        ids, classes = array, int(array.max()) + 1
+    else:
+        raise SeqvaeError(f"{source}: expected shape (N, T, C) one-hot or (N, T) class ids, "
+                          f"got {array.shape}")
+    ids = ids[: limit or None]
+    texts = [" ".join(str(int(c)) for c in row if c >= 0) for row in ids]
+    return Sequences(texts, list(range(1, len(texts) + 1)), source, one_hot_classes=classes)
+
+
+def invalid_smiles(texts: Sequence[str]) -> list[int]:
+    """Indices of texts that RDKit cannot parse as SMILES."""
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    return [i for i, text in enumerate(texts) if Chem.MolFromSmiles(text) is None]
+
+
+def validation_split(count: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of ``range(count)`` into (train, validation) index arrays, each sorted."""
+    order = np.random.default_rng([seed, 7919]).permutation(count)
+    held_out = int(round(count * fraction)) if count > 1 else 0
+    return np.sort(order[held_out:]), np.sort(order[:held_out])
+
+
+def batch_plan(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, bucket: bool = True,
+               pool_batches: int = 64) -> list[np.ndarray]:
+    """The batches of one epoch, as arrays of row indices; a pure function of (seed, epoch).
+
+    Rows are shuffled; with ``bucket`` each pool of ``pool_batches * batch_size`` shuffled rows is
+    sorted by length and cut into batches, so a batch holds sequences of similar length and little
+    padding; the batches are then shuffled. Every row appears exactly once.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))
+    if bucket:
+        pool = batch_size * pool_batches
+        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
+                                for chunk in np.array_split(order, max(1, -(-len(order) // pool)))])
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if bucket:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def padded_length(batch_lengths: np.ndarray, bucket_width: int, max_len: int) -> int:
+    """Time steps of a batch: its longest sequence rounded up to a multiple of ``bucket_width``."""
+    longest = int(batch_lengths.max())
+    return min(max_len, -(-longest // bucket_width) * bucket_width)
+
+
+def padding_fraction(lengths: np.ndarray, batches: list[np.ndarray], bucket_width: int,
+                     max_len: int) -> float:
+    """Fraction of computed positions that are padding: ``1 - real tokens / (sum of B_i * T_i)``."""
+    total = sum(len(b) * padded_length(lengths[b], bucket_width, max_len) for b in batches)
+    return 1.0 - float(lengths.sum()) / max(total, 1)
+
+
+def make_dataset(ids: np.ndarray, lengths: np.ndarray, batches: list[np.ndarray],
+                 bucket_width: int = 8) -> tf.data.Dataset:
+    """A prefetched ``tf.data`` pipeline of int32 batches ``(B_i, T_i)`` in the plan's order.
+
+    ``T_i`` is ``padded_length`` of the batch, so XLA sees few distinct shapes.
+    """
+    max_len = ids.shape[1]
+
+    def generate() -> Iterator[np.ndarray]:
+        for batch in batches:
+            yield ids[batch, :padded_length(lengths[batch], bucket_width, max_len)]
+
+    dataset = tf.data.Dataset.from_generator(
+        generate, output_signature=tf.TensorSpec([None, None], tf.int32))
+    return dataset.prefetch(tf.data.AUTOTUNE)

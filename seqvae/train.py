@@ -1,0 +1,403 @@
+"""Data preparation and the explicit custom training loop.
+
+``train(config, run_dir, data)`` reads and encodes the data once, builds the model, and runs a
+``tf.GradientTape`` step compiled with ``tf.function`` (optionally ``jit_compile=True``): Adam,
+global-norm clipping, a learning-rate schedule, a KL-weight schedule, free bits, word dropout, a
+validation pass each epoch. Everything that makes a step random is a pure function of
+``(config.train.seed, step)`` and the data order a pure function of ``(seed, epoch)``, so a run
+resumed from a checkpoint ends with exactly the weights of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from seqvae import data as data_lib
+from seqvae import losses, randomness
+from seqvae import run as run_lib
+from seqvae.config import Config, DataConfig, TrainConfig
+from seqvae.errors import SeqvaeError
+from seqvae.model import SequenceVAE
+from seqvae.tokenizers import SelfiesTokenizer, UnknownTokenError, Vocabulary, get_tokenizer
+
+
+@dataclass
+class PreparedData:
+    """Encoded sequences and their split; ``ids`` is int32 ``(N, max_len)``."""
+
+    vocab: Vocabulary
+    tokenizer: str
+    texts: list[str]
+    ids: np.ndarray
+    lengths: np.ndarray
+    train_index: np.ndarray
+    val_index: np.ndarray
+    source: str
+    skipped: int = 0
+
+    @property
+    def max_len(self) -> int:
+        return self.ids.shape[1]
+
+
+def prepare_data(config: DataConfig, data=None, *, vocab: Vocabulary | None = None,
+                 max_len: int = 0, seed: int = 0, strict: bool = False,
+                 tokenizer: str | None = None) -> PreparedData:
+    """Reads, checks, tokenizes and encodes sequences once.
+
+    Args:
+      config: the data section.
+      data: a path, ``moses:SPLIT``, a list of strings or a numpy array; None = MOSES train.
+      vocab: reuse this vocabulary (resume, encode) instead of fitting one.
+      max_len: fixed length (tokens incl. ``<eos>``); else ``config.max_len`` or the longest.
+      strict: fail on the first invalid SMILES instead of skipping invalid lines.
+      tokenizer: override ``config.tokenizer`` (a run's stored tokenizer).
+    """
+    seqs = data_lib.read_sequences("moses:train" if data is None else data, config.column,
+                                   config.limit)
+    name = "word" if seqs.one_hot_classes else (tokenizer or config.tokenizer)
+    keep = list(range(len(seqs.texts)))
+    if name in ("smiles", "selfies") and not seqs.source.startswith("moses:"):
+        keep = _drop_invalid_smiles(seqs, strict, name)
+    texts = [seqs.texts[i] for i in keep]
+    if name == "selfies":
+        texts = [t if t.startswith("[") else SelfiesTokenizer.from_smiles(t) for t in texts]
+    tok = get_tokenizer(name)
+    token_lists = [tok.tokenize(t) for t in texts]
+    if vocab is None:
+        if seqs.one_hot_classes:
+            vocab = Vocabulary([str(c) for c in range(seqs.one_hot_classes)])
+        elif seqs.source.startswith("moses:") and config.limit:
+            # A subset of MOSES still gets the vocabulary and length of the whole train split,
+            # so the run can encode and evaluate on the MOSES test splits.
+            vocab, max_len = _moses_vocabulary(tok, max_len or config.max_len)
+        else:
+            vocab = Vocabulary.fit(token_lists)
+    max_len = max_len or config.max_len or max(len(t) for t in token_lists) + 1
+    ids = np.zeros((len(texts), max_len), np.int32)
+    lengths = np.zeros(len(texts), np.int32)
+    for row, tokens in enumerate(token_lists):
+        try:
+            encoded = vocab.encode(tokens, unknown="error")
+        except UnknownTokenError as error:
+            raise SeqvaeError(f"{seqs.source}:{seqs.line_numbers[keep[row]]}: token {error.token!r} "
+                              "is not in the run's vocabulary") from None
+        if len(encoded) > max_len:
+            raise SeqvaeError(f"{seqs.source}:{seqs.line_numbers[keep[row]]}: {len(encoded)} tokens "
+                              f"with <eos>, longer than the model's maximum of {max_len}")
+        ids[row, :len(encoded)] = encoded
+        lengths[row] = len(encoded)
+    train_index, val_index = data_lib.validation_split(len(texts), config.validation_fraction, seed)
+    return PreparedData(vocab, name, texts, ids, lengths, train_index, val_index, seqs.source,
+                        len(seqs.texts) - len(keep))
+
+
+def _moses_vocabulary(tokenizer, max_len: int) -> tuple[Vocabulary, int]:
+    token_lists = [tokenizer.tokenize(t) for t in data_lib.read_sequences("moses:train").texts]
+    return Vocabulary.fit(token_lists), max_len or max(len(t) for t in token_lists) + 1
+
+
+def _drop_invalid_smiles(seqs: data_lib.Sequences, strict: bool, name: str) -> list[int]:
+    """Indices of the lines to keep; invalid SMILES are reported, skipped, or fatal (strict)."""
+    candidates = [i for i, t in enumerate(seqs.texts) if not (name == "selfies" and t.startswith("["))]
+    bad = [candidates[i] for i in data_lib.invalid_smiles([seqs.texts[i] for i in candidates])]
+    if not bad:
+        return list(range(len(seqs.texts)))
+    lines = ", ".join(str(seqs.line_numbers[i]) for i in bad[:5])
+    if strict:
+        raise SeqvaeError(f"{seqs.source}:{seqs.line_numbers[bad[0]]}: invalid SMILES "
+                          f"{seqs.texts[bad[0]][:60]!r} ({len(bad)} invalid lines in all: {lines})")
+    if len(bad) == len(seqs.texts):
+        raise SeqvaeError(f"{seqs.source}: none of the {len(bad)} lines is a valid SMILES "
+                          f"(first: line {seqs.line_numbers[0]}); is this the right file or tokenizer?")
+    print(f"seqvae: skipped {len(bad)} invalid SMILES in {seqs.source} (lines {lines}"
+          f"{', ...' if len(bad) > 5 else ''}); use --strict to fail instead", file=sys.stderr)
+    drop = set(bad)
+    return [i for i in range(len(seqs.texts)) if i not in drop]
+
+
+class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The pure ``losses.learning_rate`` as a Keras schedule of the optimizer's step counter."""
+
+    def __init__(self, config: TrainConfig, total_steps: int):
+        self.config, self.total_steps = config, total_steps
+
+    def __call__(self, step):
+        return losses.learning_rate(step, self.config, self.total_steps)
+
+    def get_config(self):
+        return {}
+
+
+def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: TrainConfig,
+                   total_steps: int, training: bool = True) -> dict[str, tf.Tensor]:
+    """The training objective on one batch: ``recon + kl_weight * KL`` (MOSES convention).
+
+    ``recon`` is the mean cross-entropy per real token; ``kl`` is summed over latent dimensions,
+    averaged over the batch (``losses`` documents both). Randomness is seeded by ``step``.
+    """
+    seed = randomness.fold_in(randomness.as_seed(config.seed), step)
+    decoder_inputs = model.decoder_inputs(ids)
+    if training and config.word_dropout > 0:
+        decoder_inputs = losses.word_dropout(decoder_inputs, config.word_dropout,
+                                             randomness.fold_in(seed, 2))
+    out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs)
+    recon = losses.token_cross_entropy(ids, out["logits"])
+    kl = losses.kl_divergence(out["z_mean"], out["z_log_var"])
+    penalised_kl = losses.kl_divergence(out["z_mean"], out["z_log_var"], config.free_bits)
+    kl_weight = losses.kl_weight(step, config, total_steps)
+    return {"loss": recon + kl_weight * penalised_kl, "recon": recon, "kl": kl,
+            "kl_weight": tf.cast(kl_weight, tf.float32)}
+
+
+def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
+                    config: TrainConfig, total_steps: int, counters: dict[str, tf.Variable]):
+    """Builds the compiled step ``ids (B, T) -> metrics``; it also advances the counters.
+
+    Advancing ``step``/``batch`` inside the compiled function keeps weights, optimizer and
+    counters consistent: an interrupt lands before or after a whole step, never inside one.
+    """
+    variables = model.trainable_variables
+
+    def train_step(ids):
+        step = counters["step"]
+        with tf.GradientTape() as tape:
+            metrics = compute_losses(model, ids, step, config, total_steps)
+        gradients = tape.gradient(metrics["loss"], variables)
+        if config.clip_norm > 0:
+            gradients, norm = tf.clip_by_global_norm(gradients, config.clip_norm)
+        else:
+            norm = tf.linalg.global_norm(gradients)
+        metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
+        optimizer.apply(gradients, variables)
+        counters["step"].assign_add(1)
+        counters["batch"].assign_add(1)
+        metrics["grad_norm"] = norm
+        return metrics
+
+    return tf.function(train_step, jit_compile=config.jit_compile, reduce_retracing=True)
+
+
+class _Progress:
+    """One status line: live (carriage return) on a terminal, every log_every steps otherwise."""
+
+    def __init__(self, total_steps: int, every: int):
+        self.total, self.every = total_steps, every
+        self.live = sys.stderr.isatty()
+        self.last = 0.0
+
+    def update(self, step: int, epoch: int, values: dict, rate: float, elapsed: float,
+               force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and (self.live and now - self.last < 0.5 or not self.live and step % self.every):
+            return
+        self.last = now
+        remaining = (self.total - step) / rate if rate > 0 and self.total else float("nan")
+        eta = "?" if math.isnan(remaining) else time.strftime("%H:%M:%S", time.gmtime(remaining))
+        line = (f"step {step}/{self.total} epoch {epoch + 1} loss {values['loss']:.4f} "
+                f"recon {values['recon']:.4f} kl {values['kl']:.2f} kl_w {values['kl_weight']:.4f} "
+                f"lr {values['learning_rate']:.2e} {rate:.0f} seq/s ETA {eta}")
+        print(("\r" + line + "\x1b[K") if self.live else line, end="" if self.live else "\n",
+              file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.live:
+            print(file=sys.stderr)
+
+
+def _check_resume_config(stored: Config, given: Config, run_dir: str) -> None:
+    for section in ("model", "data"):
+        if getattr(stored, section) != getattr(given, section):
+            raise SeqvaeError(f"{run_dir}: the {section} settings differ from the run's config.json; "
+                              "resume with the run's own settings or train into a new --out")
+
+
+def build_training(config: Config, max_len: int, vocab_size: int, total_steps: int):
+    """Model, optimizer (built, so a checkpoint can restore it) and counters."""
+    keras.utils.set_random_seed(config.train.seed)
+    model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
+    optimizer = keras.optimizers.Adam(learning_rate=_Schedule(config.train, total_steps))
+    optimizer.build(model.trainable_variables)
+    counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
+                for name in ("step", "epoch", "batch")}
+    return model, optimizer, counters
+
+
+def planned_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """Length of the run in steps (what cosine decay and the progress bar aim at)."""
+    total = config.epochs * steps_per_epoch
+    return min(total, config.max_steps) if config.max_steps else total
+
+
+def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
+          strict: bool = False) -> dict:
+    """Trains a SequenceVAE into ``run_dir`` (created, or continued with ``resume``).
+
+    Args:
+      config: the run's configuration.
+      run_dir: the run directory (see ``seqvae.run``).
+      data: a path, ``moses:SPLIT``, list of strings or numpy array; None = the run's stored
+        source when resuming, else the bundled MOSES train split.
+      resume: continue from the latest checkpoint in ``run_dir``.
+      strict: fail on invalid SMILES lines instead of skipping them.
+
+    Returns:
+      A summary dict: steps, epochs, stop reason, last metrics, wall time, padding fraction.
+    """
+    run_dir = os.fspath(run_dir)
+    has_run = os.path.exists(os.path.join(run_dir, "run.json"))
+    if resume and not has_run:
+        raise SeqvaeError(f"{run_dir}: nothing to resume (not a seqvae run directory)")
+    if not resume and has_run:
+        raise SeqvaeError(f"{run_dir}: already holds a run; add --resume to continue it "
+                          "or choose another --out")
+    os.makedirs(run_dir, exist_ok=True)
+    with run_lib.RunLock(run_dir):
+        return _train_locked(config, run_dir, data, resume, strict)
+
+
+def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool) -> dict:
+    started = time.monotonic()
+    stored = run_lib.read_run_files(run_dir) if resume else None
+    if stored is not None:
+        _check_resume_config(stored.config, config, run_dir)
+        if data is None and stored.info.get("data_source") not in (None, "list", "array"):
+            data = stored.info["data_source"]
+    prepared = prepare_data(config.data, data, vocab=stored.vocab if stored else None,
+                            max_len=stored.max_len if stored else 0, seed=config.train.seed,
+                            strict=strict, tokenizer=stored.info["tokenizer"] if stored else None)
+    if not stored:
+        run_lib.write_run_files(run_dir, config, prepared.vocab, {
+            "max_len": prepared.max_len, "vocab_size": len(prepared.vocab),
+            "tokenizer": prepared.tokenizer, "data_source": prepared.source,
+            "train_size": int(len(prepared.train_index)),
+            "validation_size": int(len(prepared.val_index))})
+    tcfg = config.train
+    train_lengths = prepared.lengths[prepared.train_index]
+    steps_per_epoch = math.ceil(len(prepared.train_index) / tcfg.batch_size)
+    total_steps = planned_steps(tcfg, steps_per_epoch)
+    model, optimizer, counters = build_training(config, prepared.max_len, len(prepared.vocab), total_steps)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters)
+    manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
+                                         max_to_keep=tcfg.keep_checkpoints)
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
+    if resume and manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        run_lib.truncate_metrics(metrics_path, int(counters["step"].numpy()))
+    train_step = make_train_step(model, optimizer, tcfg, total_steps, counters)
+    eval_step = tf.function(lambda ids, step: compute_losses(model, ids, step, tcfg, total_steps,
+                                                              training=False),
+                            reduce_retracing=True)
+    trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
+    writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
+    progress = _Progress(total_steps, tcfg.log_every)
+
+    interrupted = []
+    previous_handler = None
+    if hasattr(signal, "SIGINT") and _in_main_thread():
+        previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    stop_reason, values, seen, train_time = "epochs", {}, 0, 0.0
+    pad_fracs = []
+    try:
+        while int(counters["epoch"].numpy()) < tcfg.epochs:
+            epoch = int(counters["epoch"].numpy())
+            plan = data_lib.batch_plan(train_lengths, tcfg.batch_size, tcfg.seed, epoch,
+                                       config.data.bucket)
+            pad_fracs.append(data_lib.padding_fraction(train_lengths, plan, config.data.bucket_width,
+                                                       prepared.max_len))
+            skip = int(counters["batch"].numpy())
+            dataset = data_lib.make_dataset(prepared.ids[prepared.train_index], train_lengths,
+                                            plan[skip:], config.data.bucket_width)
+            for tracker in trackers.values():
+                tracker.reset_state()
+            for ids in dataset:
+                tick = time.monotonic()
+                out = train_step(ids)
+                values = {k: float(v) for k, v in out.items()}
+                train_time += time.monotonic() - tick
+                seen += int(ids.shape[0])
+                for name, tracker in trackers.items():
+                    tracker.update_state(values[name])
+                step = int(counters["step"].numpy())
+                rate = seen / max(train_time, 1e-9)
+                progress.update(step, epoch, values, rate, train_time)
+                if step % tcfg.log_every == 0:
+                    record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate, **values}
+                    run_lib.append_jsonl(metrics_path, record)
+                    with writer.as_default(step=step):
+                        for key, value in values.items():
+                            tf.summary.scalar(f"train/{key}", value)
+                if step % tcfg.checkpoint_every == 0:
+                    manager.save(checkpoint_number=step)
+                stop_reason = _stop_reason(tcfg, step, train_time, interrupted)
+                if stop_reason:
+                    break
+            if stop_reason:
+                break
+            counters["epoch"].assign_add(1)
+            counters["batch"].assign(0)
+            _end_of_epoch(prepared, eval_step, counters, trackers, metrics_path, writer, tcfg,
+                          config.data, epoch)
+            manager.save(checkpoint_number=int(counters["step"].numpy()))
+        stop_reason = stop_reason or "epochs"
+    finally:
+        progress.close()
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
+    step = int(counters["step"].numpy())
+    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
+        manager.save(checkpoint_number=step)
+    writer.flush()
+    return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
+            "stop_reason": stop_reason, "last": values, "train_seconds": train_time,
+            "wall_seconds": time.monotonic() - started, "sequences_per_second": seen / max(train_time, 1e-9),
+            "padding_fraction": float(np.mean(pad_fracs)) if pad_fracs else None,
+            "skipped_invalid": prepared.skipped}
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _stop_reason(config: TrainConfig, step: int, train_time: float, interrupted: list) -> str:
+    if interrupted:
+        return "interrupted"
+    if config.max_steps and step >= config.max_steps:
+        return "max_steps"
+    if config.time_budget and train_time >= config.time_budget:
+        return "time_budget"
+    return ""
+
+
+def _end_of_epoch(prepared: PreparedData, eval_step, counters, trackers, metrics_path, writer,
+                  tcfg: TrainConfig, dcfg: DataConfig, epoch: int) -> None:
+    """Validation pass (fixed seeds, so it is comparable across epochs) and the epoch record."""
+    record = {"kind": "epoch", "epoch": epoch, "step": int(counters["step"].numpy()),
+              **{f"train_{k}": float(t.result()) for k, t in trackers.items()}}
+    if len(prepared.val_index):
+        val_lengths = prepared.lengths[prepared.val_index]
+        plan = data_lib.batch_plan(val_lengths, tcfg.batch_size, tcfg.seed, 0, dcfg.bucket)
+        sums, count = {}, 0
+        for i, ids in enumerate(data_lib.make_dataset(prepared.ids[prepared.val_index], val_lengths,
+                                                      plan, dcfg.bucket_width)):
+            out = eval_step(ids, tf.constant(10**9 + i, tf.int64))
+            for key in ("loss", "recon", "kl"):
+                sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
+            count += int(ids.shape[0])
+        record.update({f"val_{k}": v / count for k, v in sums.items()})
+    run_lib.append_jsonl(metrics_path, record)
+    with writer.as_default(step=record["step"]):
+        for key, value in record.items():
+            if key.startswith(("train_", "val_")):
+                tf.summary.scalar(f"epoch/{key}", value)
