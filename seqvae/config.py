@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -109,10 +110,20 @@ class TrainConfig:
         _check_choice("train.kl_schedule", self.kl_schedule, KL_SCHEDULES)
         _check_choice("train.lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _check_choice("train.precision", self.precision, PRECISIONS)
-        if self.batch_size < 1 or self.learning_rate <= 0:
+        if self.batch_size < 1 or not self.learning_rate > 0:  # `not >` also rejects NaN
             raise SeqvaeError("train.batch_size must be >= 1 and train.learning_rate > 0")
         if not 0.0 <= self.word_dropout < 1.0:
             raise SeqvaeError("train.word_dropout must be in [0, 1)")
+        # The loop divides by these (step % log_every, run length / kl_cycles, ...).
+        for name in ("log_every", "checkpoint_every", "keep_checkpoints", "kl_cycles", "lr_decay_steps"):
+            if getattr(self, name) < 1:
+                raise SeqvaeError(f"train.{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("epochs", "max_steps", "time_budget", "lr_min", "warmup_steps", "clip_norm",
+                     "kl_weight_start", "kl_weight_end", "kl_start_step", "kl_anneal_steps", "free_bits"):
+            if not getattr(self, name) >= 0:
+                raise SeqvaeError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 < self.lr_decay_rate <= 1.0:
+            raise SeqvaeError(f"train.lr_decay_rate must be in (0, 1], got {self.lr_decay_rate}")
 
 
 @dataclass(frozen=True)
@@ -189,7 +200,7 @@ def _coerce(value: Any, kind: type, where: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
     elif kind is str:
         if isinstance(value, str):
@@ -209,9 +220,12 @@ def _parse_value(raw: str, kind: type, where: str) -> Any:
             return False
         raise SeqvaeError(f"{where}: expected true or false, got {raw!r}")
     try:
-        return kind(raw)
+        value = kind(raw)
     except ValueError:
         raise SeqvaeError(f"{where}: expected {kind.__name__}, got {raw!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise SeqvaeError(f"{where}: expected a finite number, got {raw!r}")
+    return value
 
 
 def load_config(path: str | os.PathLike) -> Config:

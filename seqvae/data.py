@@ -84,8 +84,11 @@ def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
     if name.endswith(".npy"):
         try:
             array = np.load(source, allow_pickle=False)
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError, EOFError) as error:
             raise SeqvaeError(f"{source}: not a readable .npy array ({str(error).splitlines()[0]})") from None
+        if not isinstance(array, np.ndarray):  # np.load opens a .npz archive whatever its name
+            array.close()
+            raise SeqvaeError(f"{source}: is a .npz archive, expected a single .npy array")
         return _from_array(array, source, limit)
     if name.endswith((".csv", ".tsv")):
         return _read_table(source, column, limit, delimiter="\t" if name.endswith(".tsv") else ",")
@@ -97,21 +100,38 @@ def _open_text(path: str) -> io.TextIOBase:
     try:
         head = raw.read(8192)
     except (OSError, EOFError) as error:
+        raw.close()
         raise SeqvaeError(f"{path}: cannot read ({error})") from None
     if b"\x00" in head:
+        raw.close()
         raise SeqvaeError(f"{path}: looks like a binary file, expected text with one sequence per line")
     raw.seek(0)
-    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    # utf-8-sig drops the byte-order mark that spreadsheet programs put before the header.
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
 
 
-def _decode_error(path: str, lines_read: int) -> SeqvaeError:
-    return SeqvaeError(f"{path}:{lines_read + 1}: not UTF-8 text (binary or wrongly encoded file)")
+def _decode_error(path: str) -> SeqvaeError:
+    """Names the first line that is not UTF-8.
+
+    The text reader decodes 8 KiB chunks ahead of the line it returns, so the failing line is
+    found by rereading the file as bytes (a UTF-8 sequence never contains a newline byte).
+    """
+    try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as raw:
+            for number, line in enumerate(raw, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return SeqvaeError(f"{path}:{number}: not UTF-8 text "
+                                       "(binary or wrongly encoded file)")
+    except (OSError, EOFError):
+        pass
+    return SeqvaeError(f"{path}: not UTF-8 text (binary or wrongly encoded file)")
 
 
 def _read_lines(path: str, limit: int) -> Sequences:
     texts, numbers = [], []
     with _open_text(path) as handle:
-        number = 0
         try:
             for number, line in enumerate(handle, start=1):
                 fields = line.split()
@@ -122,7 +142,7 @@ def _read_lines(path: str, limit: int) -> Sequences:
                 if limit and len(texts) >= limit:
                     break
         except UnicodeDecodeError:
-            raise _decode_error(path, number) from None
+            raise _decode_error(path) from None
         except (OSError, EOFError) as error:
             raise SeqvaeError(f"{path}: cannot read ({error})") from None
     if not texts:
@@ -139,8 +159,9 @@ def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences
             if header is None:
                 raise SeqvaeError(f"{path}: the file is empty")
             if column not in header:
-                raise SeqvaeError(f"{path}:1: no column '{column}' in the header "
-                                  f"(columns: {', '.join(header[:10])}); choose one with data.column")
+                shown = ", ".join(h if h.isprintable() else repr(h) for h in header[:10])
+                raise SeqvaeError(f"{path}:1: no column '{column}' in the header (columns: {shown}); "
+                                  "choose one with data.column")
             index = header.index(column)
             for number, row in enumerate(reader, start=2):
                 if len(row) <= index or not row[index].strip():
@@ -150,7 +171,7 @@ def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences
                 if limit and len(texts) >= limit:
                     break
         except UnicodeDecodeError:
-            raise _decode_error(path, len(numbers) + 1) from None
+            raise _decode_error(path) from None
         except csv.Error as error:
             raise SeqvaeError(f"{path}:{reader.line_num}: malformed {('CSV', 'TSV')[delimiter == chr(9)]} ({error})") from None
         except (OSError, EOFError) as error:
@@ -183,6 +204,8 @@ def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
         raise SeqvaeError(f"{source}: expected shape (N, T, C) one-hot or (N, T) class ids, "
                           f"got {array.shape}")
     ids = ids[: limit or None]
+    if not np.any(ids >= 0):
+        raise SeqvaeError(f"{source}: the array holds no tokens (every position is padding)")
     texts = [" ".join(str(int(c)) for c in row if c >= 0) for row in ids]
     return Sequences(texts, list(range(1, len(texts) + 1)), source, one_hot_classes=classes)
 

@@ -14,15 +14,21 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from seqvae import randomness
+from seqvae.errors import SeqvaeError
 
 StepFn = Callable[[tf.Tensor, Any], tuple[tf.Tensor, Any]]
 
 
 def filter_logits(logits: tf.Tensor, temperature: float | tf.Tensor = 1.0,
                   top_k: int = 0) -> tf.Tensor:
-    """Applies temperature and top-k to logits ``(B, V)``: kept scores / T, others -inf."""
+    """Applies temperature and top-k to logits ``(B, V)``: kept scores / T, others -inf.
+
+    A ``top_k`` of at least V keeps every score.
+    """
     logits = tf.cast(logits, tf.float32) / tf.cast(temperature, tf.float32)
     if top_k and top_k > 0:
+        if logits.shape[-1] is not None:
+            top_k = min(top_k, logits.shape[-1])
         kth = tf.math.top_k(logits, k=top_k).values[:, -1:]
         logits = tf.where(logits < kth, tf.constant(float("-inf"), logits.dtype), logits)
     return logits
@@ -43,12 +49,18 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
       start_id: token fed at the first step (``<bos>``).
       eos_id, pad_id: a sequence that emits ``eos_id`` is finished and then emits ``pad_id``.
       greedy: argmax instead of sampling.
-      temperature, top_k: sampling controls (ignored when greedy; top_k 0 = off).
+      temperature, top_k: sampling controls (ignored when greedy; temperature 0 = greedy;
+        top_k 0 = off).
       seed: int ``(2,)`` stateless seed; the same seed gives the same samples.
 
     Returns:
       int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it.
     """
+    if isinstance(temperature, (int, float)) and not temperature >= 0:
+        raise SeqvaeError(f"the sampling temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k and top_k < 0:
+        raise SeqvaeError(f"top_k must be >= 0 (0 = off), got {top_k}")
+    greedy = greedy or (isinstance(temperature, (int, float)) and temperature == 0)
     if seed is None:
         seed = tf.constant([0, 0], tf.int32)
     tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))

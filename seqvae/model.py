@@ -115,6 +115,18 @@ class GRU(keras.layers.Layer):
         return {**super().get_config(), "units": self.units, "input_dim": self.input_dim}
 
 
+def _set_layers(owner: keras.Model, prefix: str, layers: list) -> None:
+    """Attaches layers as attributes ``prefix_0, prefix_1, ...`` plus a plain tuple ``prefixs``.
+
+    Keras 3 does not expose layers held in a Python list as checkpoint children, so a
+    ``tf.train.Checkpoint`` of the model would silently skip their weights; one attribute per
+    layer makes each a named child (``decoder/gru_0/kernel``).
+    """
+    for i, layer in enumerate(layers):
+        setattr(owner, f"{prefix}_{i}", layer)
+    object.__setattr__(owner, f"{prefix}s", tuple(layers))  # bypasses Keras tracking: no duplicates
+
+
 def _as_features(inputs: tf.Tensor, vocab_size: int, embedding: keras.layers.Layer | None):
     """Token ids -> embeddings (or the ids themselves for one-hot); float inputs pass through.
 
@@ -154,15 +166,18 @@ class Encoder(keras.Model):
         feature_dim = config.embedding_dim or vocab_size
         if config.encoder == "gru":
             directions = 2 if config.encoder_bidirectional else 1
-            self.grus = []
-            for layer in range(config.encoder_layers):
-                in_dim = feature_dim if layer == 0 else config.encoder_units * directions
-                self.grus.append([GRU(config.encoder_units, in_dim, name=f"gru_{layer}_{d}")
-                                  for d in ("forward", "backward")[:directions]])
+            grus = [GRU(config.encoder_units,
+                        feature_dim if layer == 0 else config.encoder_units * directions,
+                        name=f"gru_{layer}_{d}")
+                    for layer in range(config.encoder_layers)
+                    for d in ("forward", "backward")[:directions]]
+            _set_layers(self, "gru", grus)
+            self.directions = directions
         elif config.encoder == "conv":
-            self.convs = [keras.layers.Conv1D(config.conv_filters, config.conv_kernel_size,
-                                              padding="same", activation="relu", name=f"conv_{i}")
-                          for i in range(config.encoder_layers)]
+            _set_layers(self, "conv", [
+                keras.layers.Conv1D(config.conv_filters, config.conv_kernel_size, padding="same",
+                                    activation="relu", name=f"conv_{i}")
+                for i in range(config.encoder_layers)])
         if config.encoder in ("conv", "dense"):
             self.hidden = keras.layers.Dense(config.encoder_units, activation="relu", name="hidden")
         self.dense_mean = keras.layers.Dense(config.latent_dim, name="z_mean")
@@ -190,9 +205,9 @@ class Encoder(keras.Model):
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
         sequence = _as_features(inputs, self.vocab_size, self.embedding)
         finals = []
-        for layer in self.grus:
+        for first in range(0, len(self.grus), self.directions):
             outputs, finals = [], []
-            for direction, gru in enumerate(layer):
+            for direction, gru in enumerate(self.grus[first:first + self.directions]):
                 x = sequence
                 if direction == 1:  # reverse only the real part, padding stays at the end
                     x = tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
@@ -235,8 +250,9 @@ class Decoder(keras.Model):
         self.uses_concat = config.z_conditioning in ("concat", "both") or (
             config.decoder_input == "latent_only")
         first_dim = self.token_dim + (config.latent_dim if self.uses_concat else 0)
-        self.grus = [GRU(config.decoder_units, first_dim if i == 0 else config.decoder_units,
-                         name=f"gru_{i}") for i in range(config.decoder_layers)]
+        _set_layers(self, "gru", [GRU(config.decoder_units,
+                                      first_dim if i == 0 else config.decoder_units,
+                                      name=f"gru_{i}") for i in range(config.decoder_layers)])
         if self.uses_init:
             self.dense_init = keras.layers.Dense(config.decoder_units * config.decoder_layers,
                                                  name="z_to_state")

@@ -59,19 +59,27 @@ def uniform(shape, seed: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
 
 
 def normal(shape, seed: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
-    """Standard normal floats (Box-Muller on two uniforms per value)."""
+    """Standard normal floats (Box-Muller on two uniforms per value).
+
+    XLA's float32 ``log`` and ``cos`` differ from the TensorFlow kernels' in the last bit for about
+    a quarter of the values, so the transform runs in float64, where those differences vanish when
+    the result is rounded to float32.
+    """
     shape = tf.convert_to_tensor(shape, tf.int32)
     count = tf.reduce_prod(shape)
-    pairs = tf.reshape(uniform([2 * count], seed), [2, count])
+    pairs = tf.cast(tf.reshape(uniform([2 * count], seed), [2, count]), tf.float64)
     radius = tf.sqrt(-2.0 * tf.math.log(1.0 - pairs[0]))  # 1 - u is in (0, 1]
-    values = radius * tf.cos(6.283185307179586 * pairs[1])
+    values = tf.cast(radius * tf.cos(6.283185307179586 * pairs[1]), tf.float32)
     return tf.cast(tf.reshape(values, shape), dtype)
 
 
 def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
     """Inverted dropout: zeroes each element with probability ``rate``, scales the rest."""
     keep = uniform(tf.shape(x), seed) >= rate
-    return tf.where(keep, x / tf.cast(1.0 - rate, x.dtype), tf.zeros_like(x))
+    # Multiply by a precomputed scale: Grappler and XLA rewrite a division by a constant into a
+    # multiplication by its reciprocal (and eager mode does not), which changes the last bit.
+    scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
+    return tf.where(keep, x * scale, tf.zeros_like(x))
 
 
 def categorical(logits: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:

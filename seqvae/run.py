@@ -165,11 +165,17 @@ def read_run_files(run_dir: str) -> Run:
             info = json.load(handle)
     except (ValueError, UnicodeDecodeError):
         raise SeqvaeError(f"{info_path}: corrupted (not valid JSON)") from None
+    except OSError as error:
+        raise SeqvaeError(f"{info_path}: cannot read ({error.strerror})") from None
     if not isinstance(info, dict) or info.get("format") != RUN_FORMAT:
         raise SeqvaeError(f"{info_path}: not a seqvae run (format {info.get('format') if isinstance(info, dict) else None!r})")
     for key in ("max_len", "vocab_size", "tokenizer"):
         if key not in info:
             raise SeqvaeError(f"{info_path}: corrupted (missing '{key}')")
+    for key in ("max_len", "vocab_size"):
+        if type(info[key]) is not int or info[key] < 1:
+            raise SeqvaeError(f"{info_path}: corrupted ('{key}' must be a positive integer, "
+                              f"got {info[key]!r})")
     from seqvae.config import load_config
 
     config = load_config(os.path.join(run_dir, "config.json"))
@@ -195,10 +201,18 @@ def load_run(run_dir: str) -> Run:
     latest = tf.train.latest_checkpoint(checkpoint_dir(run.run_dir))
     if latest is None:
         raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")
+    # Training checkpoints also hold every trainable variable under the optimizer
+    # (optimizer/_trainable_variables/i). The model's own object graph misses layers that Keras
+    # keeps in Python lists (the GRUs), so restore through both paths; the assertion then
+    # requires that every trainable variable was found.
+    trained = tf.Module()
+    trained._trainable_variables = list(model.trainable_variables)
     try:
-        tf.train.Checkpoint(model=model).restore(latest).expect_partial().assert_existing_objects_matched()
+        status = tf.train.Checkpoint(model=model, optimizer=trained).restore(latest).expect_partial()
+        status.assert_existing_objects_matched()
     except (tf.errors.OpError, AssertionError, ValueError) as error:
         raise SeqvaeError(f"{latest}: cannot restore the checkpoint "
                           f"({str(error).strip().splitlines()[0][:200]})") from None
+
     run.model = model
     return run

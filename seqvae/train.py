@@ -184,25 +184,33 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         metrics["grad_norm"] = norm
         return metrics
 
-    return tf.function(train_step, jit_compile=config.jit_compile, reduce_retracing=True)
+    signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
+    return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
 
 
 class _Progress:
     """One status line: live (carriage return) on a terminal, every log_every steps otherwise."""
 
-    def __init__(self, total_steps: int, every: int):
-        self.total, self.every = total_steps, every
+    def __init__(self, total_steps: int, every: int, time_budget: float = 0.0):
+        self.total, self.every, self.budget = total_steps, every, time_budget
         self.live = sys.stderr.isatty()
         self.last = 0.0
+        self.first_step = None
 
     def update(self, step: int, epoch: int, values: dict, rate: float, elapsed: float,
                force: bool = False) -> None:
+        """``rate``: sequences/s; ``elapsed``: seconds of training in this process."""
+        if self.first_step is None:
+            self.first_step = step - 1
         now = time.monotonic()
         if not force and (self.live and now - self.last < 0.5 or not self.live and step % self.every):
             return
         self.last = now
-        remaining = (self.total - step) / rate if rate > 0 and self.total else float("nan")
-        eta = "?" if math.isnan(remaining) else time.strftime("%H:%M:%S", time.gmtime(remaining))
+        steps_per_second = (step - self.first_step) / max(elapsed, 1e-9)
+        remaining = (self.total - step) / max(steps_per_second, 1e-9)
+        if self.budget:
+            remaining = min(remaining, max(self.budget - elapsed, 0.0))
+        eta = time.strftime("%H:%M:%S", time.gmtime(remaining))
         line = (f"step {step}/{self.total} epoch {epoch + 1} loss {values['loss']:.4f} "
                 f"recon {values['recon']:.4f} kl {values['kl']:.2f} kl_w {values['kl_weight']:.4f} "
                 f"lr {values['learning_rate']:.2e} {rate:.0f} seq/s ETA {eta}")
@@ -294,12 +302,12 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
         run_lib.truncate_metrics(metrics_path, int(counters["step"].numpy()))
     train_step = make_train_step(model, optimizer, tcfg, total_steps, counters)
-    eval_step = tf.function(lambda ids, step: compute_losses(model, ids, step, tcfg, total_steps,
-                                                              training=False),
-                            reduce_retracing=True)
+    eval_step = tf.function(
+        lambda ids, step: compute_losses(model, ids, step, tcfg, total_steps, training=False),
+        input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
     trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
-    progress = _Progress(total_steps, tcfg.log_every)
+    progress = _Progress(total_steps, tcfg.log_every, tcfg.time_budget)
 
     interrupted = []
     previous_handler = None

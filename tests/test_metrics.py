@@ -322,6 +322,17 @@ def test_missing_molsets_message(monkeypatch):
 
 
 @needs_molsets
+def test_default_reference_takes_fcd_statistics_from_moses(monkeypatch):
+    # seed the per-process cache so the 176k-molecule split is not processed here
+    seeded = metrics.reference_stats(["CCO", "CCN"])
+    monkeypatch.setattr(metrics, "_DEFAULT_REFERENCES", {"test": seeded})
+    stats = metrics._default_reference("test", include_fcd=True, progress=None)
+    assert stats.fingerprints is seeded.fingerprints
+    assert stats.fcd_mean.shape == (512,) and stats.fcd_covariance.shape == (512, 512)
+    assert metrics._default_reference("test", include_fcd=False, progress=None) is stats
+
+
+@needs_molsets
 def test_load_moses_split():
     assert len(metrics.load_moses_split("test_scaffolds")) == 176225
     with pytest.raises(SeqvaeError, match="unknown MOSES split"):

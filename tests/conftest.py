@@ -1,0 +1,27 @@
+"""Shared fixtures: quiet TensorFlow and tiny configurations."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import pytest  # noqa: E402
+
+from seqvae.config import Config, DataConfig, ModelConfig, TrainConfig  # noqa: E402
+
+SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1ccncc1", "CC(C)Cl", "OCC(O)CO", "CCBr",
+          "C1CCCCC1", "c1ccc2ccccc2c1", "CC#N", "O=C=O", "CC(=O)Nc1ccc(O)cc1", "CCOC(=O)C",
+          "c1cc[nH]c1", "FC(F)(F)c1ccccc1", "CCCCCC", "NCC(=O)O", "CSC", "C=CC=C"] * 2
+
+
+def tiny_config(**model) -> Config:
+    """A model small enough for unit tests (seconds per test)."""
+    base = dict(encoder_units=16, latent_dim=4, decoder_units=16, decoder_layers=2)
+    base.update(model)
+    return Config(model=ModelConfig(**base), data=DataConfig(validation_fraction=0.1),
+                  train=TrainConfig(batch_size=8, epochs=1, log_every=2, checkpoint_every=4,
+                                    learning_rate=1e-2))
+
+
+@pytest.fixture
+def smiles():
+    return list(SMILES)

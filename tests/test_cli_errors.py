@@ -1,0 +1,358 @@
+"""Bad input gets exit status 2 and one line ``seqvae: error: ...`` on stderr, never a traceback.
+
+The command line runs in-process (``seqvae.cli.main``); one tiny run is trained per module and
+shared by the sample/encode/decode cases.
+"""
+
+import contextlib
+import io
+import json
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqvae.cli import main
+from seqvae.run import RunLock
+
+SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1ccncc1", "CC(C)Cl", "OCC(O)CO", "CCBr",
+          "C1CCCCC1", "c1ccc2ccccc2c1", "CC#N", "O=C=O", "CC(=O)Nc1ccc(O)cc1", "CCOC(=O)C",
+          "c1cc[nH]c1", "FC(F)(F)c1ccccc1", "CCCCCC", "NCC(=O)O", "CSC", "C=CC=C",
+          "CC(C)O", "CCCl", "c1ccc(O)cc1", "CC(N)C(=O)O", "COC", "C1CCOC1", "CCS", "OC(=O)CCC(=O)O",
+          "c1ccc(N)cc1", "CC=O", "CCCCO", "C1CC1", "CN(C)C", "c1ccoc1", "CC(C)(C)O", "ClCCl",
+          "c1ccc(C)cc1", "OCCO", "CCOCC", "NC(=O)N"]
+TINY = ["model.encoder_units=8", "model.decoder_units=8", "model.decoder_layers=1",
+        "model.latent_dim=4", "train.batch_size=4"]
+
+
+def tiny_args() -> list[str]:
+    args = ["--max-steps", "1"]
+    for item in TINY:
+        args += ["--set", item]
+    return args
+
+
+def cli(argv) -> tuple[int, str, str]:
+    """Runs the command line in-process; any exception escaping ``main`` fails the test."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def user_error(argv, *fragments) -> str:
+    """Asserts status 2, one stderr line ``seqvae: error: ...`` holding ``fragments``."""
+    code, _, err = cli(argv)
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("seqvae: error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def write_smi(path, lines) -> str:
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    data = write_smi(folder / "train.smi", SMILES)
+    code, out, err = cli(["train", data, "--out", folder / "run", *tiny_args()])
+    assert code == 0, err
+    assert "trained 1 steps" in out
+    return folder / "run"
+
+
+# --- train -------------------------------------------------------------------------------------
+
+
+def test_train_missing_file(tmp_path):
+    user_error(["train", tmp_path / "missing.smi", "--out", tmp_path / "run", *tiny_args()],
+               "missing.smi: no such file")
+
+
+def test_train_empty_file(tmp_path):
+    (tmp_path / "empty.smi").write_bytes(b"")
+    user_error(["train", tmp_path / "empty.smi", "--out", tmp_path / "run", *tiny_args()],
+               "the file is empty")
+
+
+def test_train_binary_garbage(tmp_path):
+    (tmp_path / "garbage.smi").write_bytes(bytes(range(256)) * 8)
+    user_error(["train", tmp_path / "garbage.smi", "--out", tmp_path / "run", *tiny_args()],
+               "binary file")
+
+
+def test_train_not_utf8(tmp_path):
+    (tmp_path / "latin1.smi").write_bytes(b"CCO\nCCN\nC\xe9C\n")
+    user_error(["train", tmp_path / "latin1.smi", "--out", tmp_path / "run", *tiny_args()],
+               "latin1.smi:3: not UTF-8")
+
+
+INVALID = SMILES[:10] + ["C1CC", "CCO", "not_a_smiles"] + SMILES[10:]  # lines 11 and 13
+
+
+def test_train_invalid_smiles_strict(tmp_path):
+    data = write_smi(tmp_path / "bad.smi", INVALID)
+    user_error(["train", data, "--out", tmp_path / "run", "--strict", *tiny_args()],
+               "bad.smi:11: invalid SMILES 'C1CC'", "2 invalid lines in all: 11, 13")
+
+
+def test_train_invalid_smiles_skipped_without_strict(tmp_path):
+    data = write_smi(tmp_path / "bad.smi", INVALID)
+    code, out, err = cli(["train", data, "--out", tmp_path / "run", *tiny_args()])
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert "skipped 2 invalid SMILES" in err and "lines 11, 13" in err
+    assert "trained 1 steps" in out
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["train_size"] + info["validation_size"] == len(INVALID) - 2
+
+
+def test_train_all_invalid(tmp_path):
+    data = write_smi(tmp_path / "bad.smi", ["C1CC", "xyz", "(((("])
+    user_error(["train", data, "--out", tmp_path / "run", *tiny_args()], "none of the 3 lines")
+
+
+def test_train_npy_of_wrong_shape(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((4, 3, 2, 2), np.float32))
+    user_error(["train", tmp_path / "x.npy", "--out", tmp_path / "run", *tiny_args()],
+               "x.npy: expected shape (N, T, C) one-hot")
+
+
+def test_train_unknown_set_key(tmp_path):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    user_error(["train", data, "--out", tmp_path / "run", "--set", "model.latent=3"],
+               "unknown key 'latent' in section 'model'")
+    user_error(["train", data, "--out", tmp_path / "run", "--set", "optim.lr=3"], "unknown section")
+    user_error(["train", data, "--out", tmp_path / "run", "--set", "latent_dim"],
+               "expected section.key=value")
+
+
+def test_train_wrong_value_type(tmp_path):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    user_error(["train", data, "--out", tmp_path / "run", "--set", "model.latent_dim=abc"],
+               "model.latent_dim", "expected int")
+    user_error(["train", data, "--out", tmp_path / "run", "--set", "model.decoder_input=x"],
+               "model.decoder_input must be one of")
+
+
+@pytest.mark.parametrize("item, fragment", [
+    ("train.log_every=0", "train.log_every must be at least 1"),
+    ("train.checkpoint_every=0", "train.checkpoint_every must be at least 1"),
+    ("train.keep_checkpoints=0", "train.keep_checkpoints must be at least 1"),
+    ("train.kl_cycles=0", "train.kl_cycles must be at least 1"),
+    ("train.learning_rate=nan", "expected a finite number"),
+])
+def test_train_values_that_would_break_the_loop(tmp_path, item, fragment):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    user_error(["train", data, "--out", tmp_path / "run", *tiny_args(), "--set", item], fragment)
+
+
+@pytest.mark.parametrize("name, text, fragment", [
+    ("c.toml", "[model]\nlatent = 3\n", "unknown key 'model.latent'"),
+    ("c.json", '{"model": {"latent_dim": "3"}}', "must be of type int"),
+    ("c.toml", "[model\n", "not valid TOML"),
+])
+def test_train_bad_config_file(tmp_path, name, text, fragment):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    (tmp_path / name).write_text(text)
+    user_error(["train", data, "--out", tmp_path / "run", "--config", tmp_path / name], name, fragment)
+
+
+def test_train_missing_config_file(tmp_path):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    user_error(["train", data, "--out", tmp_path / "run", "--config", tmp_path / "nope.toml"],
+               "nope.toml: cannot read config file")
+
+
+def test_train_into_existing_run_and_resume_of_nothing(tmp_path, run_dir):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    user_error(["train", data, "--out", run_dir, *tiny_args()], "already holds a run", "--resume")
+    user_error(["train", data, "--out", tmp_path / "fresh", "--resume"], "no such run directory")
+
+
+def test_second_training_process_on_the_same_run_dir(tmp_path):
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    out = tmp_path / "run"
+    out.mkdir()
+    with RunLock(str(out)):
+        user_error(["train", data, "--out", out, *tiny_args()], "another seqvae process")
+    assert not (out / "run.json").exists()
+
+
+def test_resume_while_locked(run_dir):
+    with RunLock(str(run_dir)):
+        user_error(["train", "--out", run_dir, "--resume", "--max-steps", "2"],
+                   "another seqvae process")
+
+
+# --- sample / encode / decode on bad run directories -------------------------------------------
+
+
+def commands(run, tmp_path):
+    z = tmp_path / "z.npy"
+    np.save(z, np.zeros((2, 4), np.float32))
+    data = write_smi(tmp_path / "q.smi", ["CCO"])
+    return [["sample", run, "-n", "2"],
+            ["encode", run, data, "--out", tmp_path / "out.npy"],
+            ["decode", run, z]]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_missing_run_dir(tmp_path, index):
+    user_error(commands(tmp_path / "nope", tmp_path)[index], "nope: no such run directory")
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_foreign_dir(tmp_path, index):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("hello")
+    user_error(commands(foreign, tmp_path)[index], "not a seqvae run directory (no run.json)")
+
+
+def corrupted_copy(run_dir, tmp_path, name, content):
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    if content is None:
+        shutil.rmtree(copy / name)
+    elif callable(content):  # edits the JSON object in the file
+        (copy / name).write_text(json.dumps(content(json.loads((copy / name).read_text()))))
+    else:
+        (copy / name).write_text(content)
+    return copy
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("run.json", '{"format": "seqvae-run-1", "max_', "corrupted (not valid JSON)"),
+    ("run.json", "", "corrupted (not valid JSON)"),
+    ("run.json", '{"format": "seqvae-run-1"}', "corrupted (missing 'max_len')"),
+    ("run.json", '{"format": "other"}', "not a seqvae run"),
+    ("run.json", "[1, 2]", "not a seqvae run"),
+    ("run.json", lambda info: {**info, "max_len": "x"}, "'max_len' must be a positive integer"),
+    ("run.json", lambda info: {**info, "vocab_size": 3}, "vocab.json has"),
+    ("run.json", lambda info: {**info, "tokenizer": "xx"}, "unknown tokenizer 'xx'"),
+    ("config.json", "{", "config.json: not valid JSON"),
+    ("vocab.json", "{}", "vocab.json"),
+    ("checkpoints", None, "holds no checkpoint yet"),
+])
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_corrupted_run_dir(run_dir, tmp_path, name, content, fragment, index):
+    copy = corrupted_copy(run_dir, tmp_path, name, content)
+    user_error(commands(copy, tmp_path)[index], fragment)
+
+
+# --- encode / decode with bad data for a good run ----------------------------------------------
+
+
+def test_sample_and_encode_work(run_dir, tmp_path):
+    code, out, err = cli(["sample", run_dir, "-n", "3", "--seed", "1"])
+    assert code == 0, err and len(out.splitlines()) == 3
+    data = write_smi(tmp_path / "q.smi", ["CCO", "c1ccccc1"])
+    code, _, err = cli(["encode", run_dir, data, "--out", tmp_path / "z.npy"])
+    assert code == 0, err
+    assert np.load(tmp_path / "z.npy").shape == (2, 4)
+
+
+def test_same_seed_same_samples(run_dir):
+    # Fails if load_run leaves any weight at its random initial value (each load would differ).
+    first = cli(["sample", run_dir, "-n", "4", "--seed", "3"])
+    assert first[0] == 0, first[2]
+    assert cli(["sample", run_dir, "-n", "4", "--seed", "3"]) == first
+
+
+def test_sampling_controls(run_dir):
+    greedy = cli(["sample", run_dir, "-n", "3", "--greedy"])
+    assert greedy[0] == 0, greedy[2]
+    assert cli(["sample", run_dir, "-n", "3", "--temperature", "0"]) == greedy  # 0 = greedy
+    code, out, err = cli(["sample", run_dir, "-n", "3", "--top-k", "1000"])  # > vocabulary size
+    assert code == 0 and len(out.splitlines()) == 3, err
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cli.py/inference.py: sampling controls are checked only inside the compiled decoder; a "
+    "SeqvaeError raised while tf.function traces is rewritten by autograph into a multi-line "
+    "'in user code: ...' message. Check temperature/top_k before tracing, or print only the "
+    "last line of such messages in cli.main."))
+@pytest.mark.parametrize("flags", [["--top-k", "-3"], ["--temperature", "-1"]])
+def test_sample_bad_controls_one_line(run_dir, flags):
+    user_error(["sample", run_dir, "-n", "2", *flags], "must be >= 0")
+
+
+@pytest.mark.xfail(strict=True, raises=Exception, reason=(
+    "cli.py: 'sample -n -1' is not checked; randomness.normal gets a negative shape and "
+    "TensorFlow raises InvalidArgumentError (a traceback)."))
+def test_sample_negative_count(run_dir):
+    user_error(["sample", run_dir, "-n", "-1"], "-n")
+
+
+def test_encode_token_not_in_vocabulary(run_dir, tmp_path):
+    data = write_smi(tmp_path / "q.smi", ["CCO", "C[Se]C"])
+    user_error(["encode", run_dir, data, "--out", tmp_path / "z.npy"],
+               "q.smi:2: token '[Se]' is not in the run's vocabulary")
+
+
+def test_encode_sequence_longer_than_max_len(run_dir, tmp_path):
+    max_len = json.loads((run_dir / "run.json").read_text())["max_len"]
+    data = write_smi(tmp_path / "q.smi", ["CCO", "C" * (max_len + 5)])
+    user_error(["encode", run_dir, data, "--out", tmp_path / "z.npy"],
+               "q.smi:2:", f"longer than the model's maximum of {max_len}")
+
+
+def test_encode_missing_and_empty_data(run_dir, tmp_path):
+    user_error(["encode", run_dir, tmp_path / "nope.smi", "--out", tmp_path / "z.npy"], "no such file")
+    (tmp_path / "empty.smi").write_text("")
+    user_error(["encode", run_dir, tmp_path / "empty.smi", "--out", tmp_path / "z.npy"], "empty")
+
+
+@pytest.mark.parametrize("z, fragment", [
+    (np.zeros((3, 7), np.float32), "(N, 4)"),
+    (np.zeros(4, np.float32), "(N, 4)"),
+    (np.zeros((2, 4), np.int64), "(N, 4)"),
+    (np.zeros((2, 2, 4), np.float32), "(N, 4)"),
+])
+def test_decode_npy_of_wrong_shape(run_dir, tmp_path, z, fragment):
+    np.save(tmp_path / "z.npy", z)
+    user_error(["decode", run_dir, tmp_path / "z.npy"], "z", fragment)
+
+
+def test_decode_unreadable_npy(run_dir, tmp_path):
+    user_error(["decode", run_dir, tmp_path / "nope.npy"], "nope.npy: no such file")
+    (tmp_path / "z.npy").write_text("not an array")
+    user_error(["decode", run_dir, tmp_path / "z.npy"], "not a readable .npy array")
+
+
+def test_decode_good_npy(run_dir, tmp_path):
+    np.save(tmp_path / "z.npy", np.zeros((2, 4), np.float32))
+    code, out, err = cli(["decode", run_dir, tmp_path / "z.npy"])
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+
+
+# --- random bytes never crash train ------------------------------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(content=st.one_of(
+    st.binary(min_size=0, max_size=300),
+    # Text that is often valid SMILES (and a CSV header), so some examples get as far as training.
+    st.text(alphabet="CNOc1()=#[]+-H\n,\t S", max_size=80).map(lambda t: ("SMILES\n" + t).encode()),
+), suffix=st.sampled_from([".smi", ".csv", ".npy"]))
+def test_random_bytes_never_raise(tmp_path_factory, content, suffix):
+    folder = tmp_path_factory.mktemp("fuzz")
+    path = folder / f"data{suffix}"
+    path.write_bytes(content)
+    code, _, err = cli(["train", path, "--out", folder / "run", *tiny_args()])
+    assert "Traceback" not in err
+    assert code in (0, 2), err
+    if code == 2:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert lines[-1].startswith("seqvae: error: ")

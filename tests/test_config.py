@@ -1,0 +1,177 @@
+"""Tests for seqvae.config: frozen typed defaults, strict parsing of files and --set overrides."""
+
+import dataclasses
+import json
+
+import pytest
+
+from seqvae.config import Config, DataConfig, ModelConfig, TrainConfig, demo_config, load_config
+from seqvae.errors import SeqvaeError
+
+
+def test_defaults_build_and_round_trip():
+    config = Config()
+    assert config.model == ModelConfig() and config.data == DataConfig() and config.train == TrainConfig()
+    assert Config.from_dict(config.to_dict()) == config
+    assert Config.from_dict(demo_config().to_dict()) == demo_config()
+
+
+def test_config_is_frozen():
+    config = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.model.latent_dim = 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.train = TrainConfig()
+
+
+def test_missing_keys_take_defaults():
+    config = Config.from_dict({"model": {"latent_dim": 7}})
+    assert config.model.latent_dim == 7
+    assert config.model.decoder_units == ModelConfig().decoder_units
+    assert config.train == TrainConfig()
+
+
+@pytest.mark.parametrize("values, fragment", [
+    ({"optim": {}}, "unknown section 'optim'"),
+    ({"model": {"latent": 3}}, "unknown key 'model.latent'"),
+    ({"model": 3}, "section 'model' must be a table"),
+    ({"model": {"latent_dim": "64"}}, "model.latent_dim must be of type int"),
+    ({"model": {"latent_dim": 6.5}}, "model.latent_dim must be of type int"),
+    ({"model": {"latent_dim": True}}, "model.latent_dim must be of type int"),
+    ({"model": {"encoder_bidirectional": 1}}, "must be of type bool"),
+    ({"train": {"learning_rate": "fast"}}, "train.learning_rate must be of type float"),
+    ({"train": {"learning_rate": False}}, "train.learning_rate must be of type float"),
+    ({"data": {"column": 3}}, "data.column must be of type str"),
+    ([1, 2], "expected a table of sections"),
+])
+def test_from_dict_rejects_bad_values(values, fragment):
+    with pytest.raises(SeqvaeError) as info:
+        Config.from_dict(values, source="cfg.json")
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("cfg.json")
+
+
+def test_ints_are_accepted_for_floats():
+    config = Config.from_dict({"train": {"learning_rate": 1, "time_budget": 5}})
+    assert config.train.learning_rate == 1.0 and isinstance(config.train.learning_rate, float)
+
+
+@pytest.mark.parametrize("values, fragment", [
+    ({"model": {"decoder_input": "x"}}, "model.decoder_input must be one of"),
+    ({"model": {"encoder": "lstm"}}, "model.encoder must be one of"),
+    ({"model": {"z_conditioning": "none"}}, "model.z_conditioning must be one of"),
+    ({"model": {"latent_dim": 0}}, "model.latent_dim must be at least 1"),
+    ({"model": {"decoder_dropout": 1.0}}, "model.decoder_dropout"),
+    ({"model": {"embedding_dim": -1}}, "model.embedding_dim"),
+    ({"train": {"kl_schedule": "cosine"}}, "train.kl_schedule must be one of"),
+    ({"train": {"lr_schedule": "linear"}}, "train.lr_schedule must be one of"),
+    ({"train": {"precision": "float16"}}, "train.precision must be one of"),
+    ({"train": {"batch_size": 0}}, "train.batch_size"),
+    ({"train": {"learning_rate": 0.0}}, "train.learning_rate"),
+    ({"train": {"word_dropout": 1.5}}, "train.word_dropout"),
+    ({"data": {"validation_fraction": 1.0}}, "data.validation_fraction"),
+    ({"data": {"bucket_width": 0}}, "data.bucket_width"),
+    # Divisors of the training loop and schedules: 0 would crash it with ZeroDivisionError.
+    ({"train": {"log_every": 0}}, "train.log_every must be at least 1"),
+    ({"train": {"checkpoint_every": 0}}, "train.checkpoint_every must be at least 1"),
+    ({"train": {"keep_checkpoints": 0}}, "train.keep_checkpoints must be at least 1"),
+    ({"train": {"kl_cycles": 0}}, "train.kl_cycles must be at least 1"),
+    ({"train": {"lr_decay_steps": 0}}, "train.lr_decay_steps must be at least 1"),
+    ({"train": {"epochs": -1}}, "train.epochs must be >= 0"),
+    ({"train": {"free_bits": -0.5}}, "train.free_bits must be >= 0"),
+    ({"train": {"kl_weight_end": -1.0}}, "train.kl_weight_end must be >= 0"),
+    ({"train": {"lr_decay_rate": 0.0}}, "train.lr_decay_rate must be in (0, 1]"),
+])
+def test_invalid_choices_and_ranges(values, fragment):
+    with pytest.raises(SeqvaeError) as info:
+        Config.from_dict(values)
+    assert fragment in str(info.value)
+
+
+def test_set_parses_each_type():
+    config = Config().with_overrides([
+        "model.latent_dim=64", "train.learning_rate=1e-3", "train.jit_compile=true",
+        "data.bucket=off", "data.column=smiles", "model.encoder=conv", " train.seed = 5 ",
+        "train.clip_norm=0",
+    ])
+    assert config.model.latent_dim == 64
+    assert config.train.learning_rate == pytest.approx(1e-3)
+    assert config.train.jit_compile is True and config.data.bucket is False
+    assert config.data.column == "smiles" and config.model.encoder == "conv"
+    assert config.train.seed == 5 and config.train.clip_norm == 0.0
+    assert Config().with_overrides([]) == Config()
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("true", True), ("True", True), ("1", True), ("yes", True), ("on", True),
+    ("false", False), ("0", False), ("no", False), ("OFF", False),
+])
+def test_set_bools(raw, expected):
+    assert Config().with_overrides([f"data.bucket={raw}"]).data.bucket is expected
+
+
+@pytest.mark.parametrize("item, fragment", [
+    ("model.latent_dim", "expected section.key=value"),
+    ("latent_dim=3", "expected section.key=value"),
+    ("optim.lr=3", "unknown section 'optim'"),
+    ("model.latent=3", "unknown key 'latent' in section 'model'"),
+    ("model.latent_dim=abc", "expected int"),
+    ("model.latent_dim=6.5", "expected int"),
+    ("model.latent_dim=", "expected int"),
+    ("train.learning_rate=fast", "expected float"),
+    ("data.bucket=maybe", "expected true or false"),
+    ("model.decoder_input=x", "model.decoder_input must be one of"),
+    ("model.latent_dim=0", "model.latent_dim must be at least 1"),
+    ("train.learning_rate=nan", "expected a finite number"),
+    ("train.time_budget=inf", "expected a finite number"),
+    ("train.log_every=0", "train.log_every must be at least 1"),
+])
+def test_set_rejects_bad_items(item, fragment):
+    with pytest.raises(SeqvaeError) as info:
+        Config().with_overrides([item])
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_overrides_do_not_change_the_original():
+    config = Config()
+    config.with_overrides(["model.latent_dim=3"])
+    assert config.model.latent_dim == ModelConfig().latent_dim
+
+
+def test_load_json_and_toml(tmp_path):
+    json_path = tmp_path / "c.json"
+    json_path.write_text(json.dumps({"model": {"latent_dim": 12}, "train": {"lr_schedule": "cosine"}}))
+    toml_path = tmp_path / "c.toml"
+    toml_path.write_text('[model]\nlatent_dim = 12\n\n[train]\nlr_schedule = "cosine"\n')
+    from_json, from_toml = load_config(json_path), load_config(toml_path)
+    assert from_json == from_toml
+    assert from_json.model.latent_dim == 12 and from_json.train.lr_schedule == "cosine"
+
+
+@pytest.mark.parametrize("name, text, fragment", [
+    ("bad.json", '{"model": {', "not valid JSON"),
+    ("bad.toml", "[model\nlatent_dim = ", "not valid TOML"),
+    ("bad2.toml", "[model]\nlatent_dim = = 3\n", "not valid TOML"),
+    ("list.json", "[1, 2]", "expected a table of sections"),
+    ("unknown.toml", "[model]\nlatent = 3\n", "unknown key 'model.latent'"),
+    ("type.json", '{"model": {"latent_dim": "3"}}', "must be of type int"),
+    ("nan.toml", "[train]\nlearning_rate = nan\n", "train.learning_rate must be of type float"),
+])
+def test_load_config_errors_name_the_file(tmp_path, name, text, fragment):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(SeqvaeError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and fragment in message
+    assert "\n" not in message
+
+
+def test_load_config_missing_and_binary(tmp_path):
+    with pytest.raises(SeqvaeError, match="cannot read config file"):
+        load_config(tmp_path / "missing.toml")
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(SeqvaeError, match="not UTF-8"):
+        load_config(path)
