@@ -119,7 +119,8 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise SeqvaeError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         for name in ("epochs", "max_steps", "time_budget", "lr_min", "warmup_steps", "clip_norm",
-                     "kl_weight_start", "kl_weight_end", "kl_start_step", "kl_anneal_steps", "free_bits"):
+                     "kl_weight_start", "kl_weight_end", "kl_start_step", "kl_anneal_steps",
+                     "free_bits"):
             if not getattr(self, name) >= 0:
                 raise SeqvaeError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 < self.lr_decay_rate <= 1.0:

@@ -163,11 +163,13 @@ def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences
                 raise SeqvaeError(f"{path}:1: no column '{column}' in the header (columns: {shown}); "
                                   "choose one with data.column")
             index = header.index(column)
-            for number, row in enumerate(reader, start=2):
+            start = reader.line_num + 1  # file line where the next record starts
+            for row in reader:
+                line, start = start, reader.line_num + 1  # a quoted field may span lines
                 if len(row) <= index or not row[index].strip():
                     continue
                 texts.append(row[index].strip())
-                numbers.append(number)
+                numbers.append(line)
                 if limit and len(texts) >= limit:
                     break
         except UnicodeDecodeError:

@@ -202,9 +202,9 @@ def load_run(run_dir: str) -> Run:
     if latest is None:
         raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")
     # Training checkpoints also hold every trainable variable under the optimizer
-    # (optimizer/_trainable_variables/i). The model's own object graph misses layers that Keras
-    # keeps in Python lists (the GRUs), so restore through both paths; the assertion then
-    # requires that every trainable variable was found.
+    # (optimizer/_trainable_variables/i); those written before the model named its GRU layers
+    # as attributes hold the GRU weights only there. Restoring through both paths, the
+    # assertion requires that every trainable variable was found.
     trained = tf.Module()
     trained._trainable_variables = list(model.trainable_variables)
     try:

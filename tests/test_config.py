@@ -11,7 +11,8 @@ from seqvae.errors import SeqvaeError
 
 def test_defaults_build_and_round_trip():
     config = Config()
-    assert config.model == ModelConfig() and config.data == DataConfig() and config.train == TrainConfig()
+    assert config.model == ModelConfig() and config.data == DataConfig()
+    assert config.train == TrainConfig()
     assert Config.from_dict(config.to_dict()) == config
     assert Config.from_dict(demo_config().to_dict()) == demo_config()
 

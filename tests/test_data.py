@@ -45,6 +45,9 @@ def test_csv_and_tsv_named_column(tmp_path):
     csv_path.write_text('id,smiles,name\n1,CCO,"ethanol, dry"\n2,,empty\n3, c1ccccc1 ,benzene\n')
     seqs = data.read_sequences(csv_path, column="smiles")
     assert seqs.texts == ["CCO", "c1ccccc1"] and seqs.line_numbers == [2, 4]
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text('SMILES,note\nCCO,"two\nlines"\n\nCCN,x\n')
+    assert data.read_sequences(quoted).line_numbers == [2, 5]  # file lines, not record numbers
     tsv_path = tmp_path / "mols.tsv"
     tsv_path.write_text("SMILES\tscore\nCCO\t1\nCCN\t2\n")
     assert data.read_sequences(tsv_path).texts == ["CCO", "CCN"]

@@ -70,7 +70,8 @@ def test_custom_pad_id_after_eos():
 def test_state_may_be_a_nest():
     def step(tokens, state):
         t, history = state
-        return 10.0 * tf.one_hot(tf.fill([2], 4 + t), VOCAB), (t + 1, history + tf.cast(tokens, tf.float32))
+        logits = 10.0 * tf.one_hot(tf.fill([2], 4 + t), VOCAB)
+        return logits, (t + 1, history + tf.cast(tokens, tf.float32))
 
     out = decode_loop(step, (tf.constant(0), tf.zeros([2])), 2, 4, BOS, EOS, greedy=True)
     np.testing.assert_array_equal(out.numpy(), [[4, 5, 6, 7]] * 2)
