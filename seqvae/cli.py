@@ -107,8 +107,21 @@ def _write_lines(lines, out: str | None) -> None:
         sys.stdout.write(text)
 
 
+def _check_sampling(args) -> None:
+    from seqvae.errors import SeqvaeError
+
+    if getattr(args, "n", 1) < 0:
+        raise SeqvaeError(f"-n must be >= 0, got {args.n}")
+    if args.temperature < 0:
+        raise SeqvaeError(f"--temperature must be >= 0 (0 = greedy), got {args.temperature}")
+    if args.top_k < 0:
+        raise SeqvaeError(f"--top-k must be >= 0 (0 = off), got {args.top_k}")
+
+
 def cmd_sample(args) -> int:
     from seqvae import inference
+
+    _check_sampling(args)
 
     run = _load(args.run_dir)
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
@@ -142,9 +155,9 @@ def cmd_decode(args) -> int:
     import numpy as np
 
     from seqvae import inference
-    from seqvae.data import read_sequences  # noqa: F401  (same file checks as data)
     from seqvae.errors import SeqvaeError
 
+    _check_sampling(args)
     run = _load(args.run_dir)
     if not os.path.exists(args.z):
         raise SeqvaeError(f"{args.z}: no such file")
@@ -155,6 +168,9 @@ def cmd_decode(args) -> int:
     if z.ndim != 2 or not np.issubdtype(z.dtype, np.floating):
         raise SeqvaeError(f"{args.z}: expected float array (N, {run.config.model.latent_dim}), "
                           f"got {z.dtype} {z.shape}")
+    if not np.all(np.isfinite(z)):
+        row = int(np.argwhere(~np.isfinite(z))[0][0])
+        raise SeqvaeError(f"{args.z}: row {row + 1} holds NaN or infinite values")
     texts = inference.decode(run, z, greedy=not args.sample, temperature=args.temperature,
                              top_k=args.top_k, seed=args.seed)
     _write_lines(texts, args.out)
@@ -180,12 +196,37 @@ def cmd_reconstruct(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    from seqvae.evaluate import evaluate, print_to_stderr
+    from seqvae.report import format_table
+
+    results = evaluate(args.run_dir, n_samples=args.n, test=args.test,
+                       test_scaffolds=args.test_scaffolds, train=args.train,
+                       include_fcd=not args.no_fcd, iw_samples=args.iw_samples,
+                       recon_molecules=args.recon_molecules,
+                       quality_sequences=args.quality_sequences, seed=args.seed,
+                       progress=None if args.quiet else print_to_stderr)
+    if args.json:
+        with open(os.path.join(results["report_dir"], "metrics.json")) as handle:
+            sys.stdout.write(handle.read() + "\n")
+    else:
+        print(format_table(results), end="")
+    return 0
+
+
 def cmd_interpolate(args) -> int:
     from seqvae import inference
 
     run = _load(args.run_dir)
     for t, text in inference.interpolate(run, args.a, args.b, steps=args.steps, slerp=args.slerp):
         print(f"{t:.3f}\t{text}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from seqvae.export import export
+
+    print(f"wrote SavedModel (signatures encode, decode, sample) to {export(args.run_dir, args.out)}")
     return 0
 
 
@@ -209,7 +250,7 @@ def cmd_demo(args) -> int:
 
     from seqvae import inference
     from seqvae.config import demo_config
-    from seqvae.metrics import fraction_unique, fraction_valid
+    from seqvae.metrics import fraction_unique, fraction_valid, remove_invalid
     from seqvae.run import load_run
     from seqvae.train import train
 
@@ -219,13 +260,15 @@ def cmd_demo(args) -> int:
     summary = train(config, args.out, None, resume=args.resume)
     _print_train_summary(summary)
     run = load_run(args.out)
-    samples = inference.sample(run, args.n, seed=args.seed)
-    path = os.path.join(args.out, "samples.smi")
-    _write_lines(samples, path)
-    valid = fraction_valid(samples)
-    unique = fraction_unique([s for s in samples if s], check_validity=False) if samples else 0.0
-    print(f"sampled {len(samples)} molecules from the prior: valid {100 * valid:.1f}%, "
-          f"unique {100 * unique:.1f}% -> {path}")
+    for temperature in args.temperatures:
+        samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed)
+        path = os.path.join(args.out, f"samples_t{temperature:g}.smi")
+        _write_lines(samples, path)
+        valid = remove_invalid(samples)
+        unique = fraction_unique(valid) if valid else 0.0
+        print(f"sampled {len(samples)} molecules from the prior at temperature {temperature:g}: "
+              f"valid {100 * fraction_valid(samples):.1f}%, unique (of valid) {100 * unique:.1f}% "
+              f"-> {path}")
     print(f"total wall time {time.monotonic() - started:.0f}s; run directory: {args.out}")
     return 0
 
@@ -236,9 +279,11 @@ EXAMPLES = {
     "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
     "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
     "reconstruct": "seqvae reconstruct runs/demo moses:test --samples 10 --json",
+    "evaluate": "seqvae evaluate runs/demo --no-fcd\n  seqvae evaluate runs/mine --test held_out.smi --train data.smi -n 10000",
     "interpolate": "seqvae interpolate runs/demo 'CCO' 'c1ccccc1O' --steps 8 --slerp",
     "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --set model.decoder_layers=1",
     "demo": "seqvae demo --out runs/demo",
+    "export": "seqvae export runs/demo --out exported/seqvae/1",
 }
 
 
@@ -280,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/demo")
     p.add_argument("-n", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--time-budget", type=parse_duration)
+    p.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.7],
+                   help="sampling temperatures to score (default: 1.0 0.7)")
+    p.add_argument("--time-budget", type=parse_duration, help="training time (default: 12m)")
     p.add_argument("--resume", action="store_true")
 
     p = command("sample", cmd_sample, "sample sequences from the prior")
@@ -318,12 +365,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--strict", action="store_true")
 
+    p = command("evaluate", cmd_evaluate, "sample and score a run (MOSES metrics, ELBO, IW-NLL, "
+                "active units, MI, reconstruction) and write RUN_DIR/report/")
+    p.add_argument("run_dir")
+    p.add_argument("-n", type=int, default=30000,
+                   help="molecules sampled from the prior (default: 30000, as MOSES)")
+    p.add_argument("--test", help="held-out SMILES: a file or moses:SPLIT "
+                   "(default: moses:test for runs trained on MOSES, else none)")
+    p.add_argument("--test-scaffolds", help="scaffold-split test set "
+                   "(default: moses:test_scaffolds for MOSES runs)")
+    p.add_argument("--train", help="training set for Novelty (default: moses:train for MOSES runs)")
+    p.add_argument("--no-fcd", action="store_true", help="skip FCD (it needs torch and fcd)")
+    p.add_argument("--iw-samples", type=int, default=10,
+                   help="samples per sequence of the importance-weighted NLL bound")
+    p.add_argument("--recon-molecules", type=int, default=1000,
+                   help="test molecules in the reconstruction protocol (0 skips it)")
+    p.add_argument("--quality-sequences", type=int, default=10000,
+                   help="test sequences for ELBO, IW-NLL, active units and MI (0 skips them)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
     p = command("interpolate", cmd_interpolate, "decode the path between two sequences")
     p.add_argument("run_dir")
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--slerp", action="store_true", help="spherical instead of linear")
+
+    p = command("export", cmd_export, "write a SavedModel that serves without seqvae "
+                "(encode, decode and sample signatures, tokenization in the graph)")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True, help="SavedModel directory")
 
     p = command("doctor", cmd_doctor, "check that every trainable weight gets a gradient")
     p.add_argument("run_dir", nargs="?")

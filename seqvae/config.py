@@ -105,6 +105,7 @@ class TrainConfig:
     log_every: int = 50  # steps between metrics.jsonl lines
     checkpoint_every: int = 500  # steps between checkpoints (and at every epoch end)
     keep_checkpoints: int = 3  # checkpoints kept by the CheckpointManager
+    export_at_end: bool = True  # write RUN_DIR/saved_model (seqvae export) when training ends
 
     def __post_init__(self) -> None:
         _check_choice("train.kl_schedule", self.kl_schedule, KL_SCHEDULES)
@@ -260,7 +261,7 @@ def demo_config() -> Config:
         model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
                           decoder_layers=2, z_conditioning="both"),
         data=DataConfig(tokenizer="smiles", limit=200_000),
-        train=TrainConfig(batch_size=128, epochs=1, time_budget=600.0, learning_rate=1e-3,
+        train=TrainConfig(batch_size=128, epochs=1, time_budget=720.0, learning_rate=1e-3,
                           lr_schedule="cosine", lr_min=1e-4, kl_schedule="linear",
                           kl_weight_end=0.02, kl_anneal_steps=1000, log_every=25,
                           checkpoint_every=200),

@@ -87,16 +87,20 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
     return tf.transpose(out.stack())
 
 
-def decoder_step_fn(decoder, z: tf.Tensor) -> tuple[StepFn, list[tf.Tensor]]:
+def decoder_step_fn(decoder, z: tf.Tensor,
+                    banned_ids: tuple[int, ...] = (0, 1, 3)) -> tuple[StepFn, list[tf.Tensor]]:
     """Wraps a ``seqvae.model.Decoder`` conditioned on ``z (B, L)`` as a step function + state.
 
     z's share of the first layer's input projection is computed once here, not at every step.
+    ``banned_ids`` (``<pad>``, ``<bos>``, ``<unk>``) can never be generated: they are never
+    training targets, and an emitted ``<unk>`` would only make the text invalid.
     """
     latent_proj = decoder.latent_projection(z)
+    ban = tf.constant([-1e9 if i in banned_ids else 0.0 for i in range(decoder.vocab_size)])
 
     def step(tokens, states):
         logits, states = decoder.step(decoder.token_projection(tokens), latent_proj, list(states))
-        return logits, states
+        return tf.cast(logits, tf.float32) + ban, states
 
     return step, decoder.initial_states(z)
 

@@ -42,11 +42,19 @@ def write_json_atomic(path: str, value: Any) -> None:
             json.dump(value, out, indent=2, sort_keys=True)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
+        publish_file(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def publish_file(tmp: str, path: str) -> None:
+    """Gives the temporary file the usual permissions (mkstemp makes it 0600) and renames it."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
 
 
 def write_text_atomic(path: str, text: str) -> None:
@@ -59,7 +67,7 @@ def write_text_atomic(path: str, text: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
+        publish_file(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -91,11 +99,7 @@ def read_jsonl(path: str) -> list[dict]:
 def truncate_metrics(path: str, step: int) -> None:
     """Drops metric lines logged after ``step`` (work a resumed run will redo)."""
     kept = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".jsonl")
-    with os.fdopen(handle, "w") as out:
-        out.writelines(json.dumps(r, sort_keys=True) + "\n" for r in kept)
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
 
 class RunLock:

@@ -365,6 +365,10 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
         manager.save(checkpoint_number=step)
     writer.flush()
+    if tcfg.export_at_end and stop_reason != "interrupted":
+        from seqvae.export import export
+
+        export(run_dir, os.path.join(run_dir, "saved_model"))
     return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
             "stop_reason": stop_reason, "last": values, "train_seconds": train_time,
             "wall_seconds": time.monotonic() - started, "sequences_per_second": seen / max(train_time, 1e-9),

@@ -19,7 +19,7 @@ def tiny_config(**model) -> Config:
     base.update(model)
     return Config(model=ModelConfig(**base), data=DataConfig(validation_fraction=0.1),
                   train=TrainConfig(batch_size=8, epochs=1, log_every=2, checkpoint_every=4,
-                                    learning_rate=1e-2))
+                                    learning_rate=1e-2, export_at_end=False))
 
 
 @pytest.fixture

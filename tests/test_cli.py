@@ -13,7 +13,8 @@ from seqvae.cli import main, parse_duration
 
 TINY = ["--set", "model.encoder_units=16", "--set", "model.decoder_units=16",
         "--set", "model.decoder_layers=1", "--set", "model.latent_dim=4",
-        "--set", "train.batch_size=8", "--set", "train.log_every=2"]
+        "--set", "train.batch_size=8", "--set", "train.log_every=2",
+        "--set", "train.export_at_end=false"]
 
 
 @pytest.fixture(scope="module")

@@ -277,19 +277,11 @@ def test_sampling_controls(run_dir):
     assert code == 0 and len(out.splitlines()) == 3, err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli.py/inference.py: sampling controls are checked only inside the compiled decoder; a "
-    "SeqvaeError raised while tf.function traces is rewritten by autograph into a multi-line "
-    "'in user code: ...' message. Check temperature/top_k before tracing, or print only the "
-    "last line of such messages in cli.main."))
 @pytest.mark.parametrize("flags", [["--top-k", "-3"], ["--temperature", "-1"]])
 def test_sample_bad_controls_one_line(run_dir, flags):
     user_error(["sample", run_dir, "-n", "2", *flags], "must be >= 0")
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "cli.py: 'sample -n -1' is not checked; randomness.normal gets a negative shape and "
-    "TensorFlow raises InvalidArgumentError (a traceback)."))
 def test_sample_negative_count(run_dir):
     user_error(["sample", run_dir, "-n", "-1"], "-n")
 

@@ -1,0 +1,120 @@
+"""Export a run as a TensorFlow SavedModel that serves without seqvae installed.
+
+Signatures (tokenization and detokenization happen inside the graph):
+
+- ``encode(sequences: string[N]) -> {z_mean, z_log_var}: float32[N, latent_dim]``
+- ``decode(z: float32[N, latent_dim]) -> {sequences: string[N]}`` (greedy)
+- ``sample(n: int32, temperature: float32, seed: int64) -> {sequences: string[N]}``
+
+``sample`` equals ``seqvae.inference.sample(run, n, temperature=..., seed=...)`` for
+``n <= 1000`` (one decoding batch), and ``decode``/``encode`` equal ``inference.decode`` /
+``inference.encode``. Serve it with TensorFlow Serving, e.g.::
+
+    docker run -p 8501:8501 -v "$PWD/runs/demo/saved_model:/models/seqvae/1" \
+        -e MODEL_NAME=seqvae tensorflow/serving
+    curl -d '{"signature_name": "sample", "inputs": {"n": 5, "temperature": 1.0, "seed": 0}}' \
+        localhost:8501/v1/models/seqvae:predict
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from seqvae import decoding, randomness
+from seqvae.errors import SeqvaeError
+from seqvae.run import Run, load_run
+from seqvae.tokenizers import SMILES_PATTERN
+
+_SEPARATOR = "\x1f"  # never inside a token: marks token boundaries before tf.strings.split
+_PATTERNS = {"smiles": SMILES_PATTERN + "|.", "selfies": r"\[[^\[\]]*\]|\.|."}
+
+
+class ExportModule(tf.Module):
+    """The model, its vocabulary and its tokenizer as one graph."""
+
+    def __init__(self, run: Run):
+        super().__init__()
+        # The Keras model is kept out of the object graph (Keras would add its own serving
+        # signature, traced with float inputs); its variables are tracked instead.
+        object.__setattr__(self, "model", run.model)
+        self.model_variables = list(run.model.variables)
+        self.tokenizer = run.info["tokenizer"]
+        if self.tokenizer not in ("smiles", "selfies", "char", "word"):
+            raise SeqvaeError(f"cannot export tokenizer {self.tokenizer!r}")
+        self.max_len = run.max_len
+        self.latent_dim = run.config.model.latent_dim
+        tokens = run.vocab.tokens
+        self.tokens = tf.constant(tokens)
+        self.table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(tokens), tf.range(len(tokens), dtype=tf.int64)),
+            default_value=run.vocab.unk_id)
+        self.encode = tf.function(self._encode, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.decode = tf.function(self._decode, input_signature=[
+            tf.TensorSpec([None, self.latent_dim], tf.float32)])
+        self.sample = tf.function(self._sample, input_signature=[
+            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)])
+
+    def _tokenize(self, sequences: tf.Tensor) -> tf.RaggedTensor:
+        if self.tokenizer == "char":
+            return tf.strings.unicode_split(sequences, "UTF-8")
+        if self.tokenizer == "word":
+            return tf.strings.split(sequences)
+        marked = tf.strings.regex_replace(sequences, _PATTERNS[self.tokenizer], _SEPARATOR + "\\0")
+        pieces = tf.strings.split(marked, sep=_SEPARATOR)
+        return tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
+
+    def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
+        tokens = self._tokenize(sequences)
+        ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, tokens), tf.int32)
+        ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], 2)], axis=1)  # <eos>
+        dense = ids.to_tensor(default_value=0)
+        dense = dense[:, :self.max_len]  # longer inputs are cut (seqvae itself refuses them)
+        return tf.pad(dense, [[0, 0], [0, self.max_len - tf.shape(dense)[1]]])
+
+    def _encode(self, sequences):
+        z_mean, z_log_var = self.model.encoder(self._ids(sequences), training=False)
+        return {"z_mean": z_mean, "z_log_var": z_log_var}
+
+    def _texts(self, ids: tf.Tensor) -> tf.Tensor:
+        keep = tf.cumsum(tf.cast(tf.equal(ids, 2), tf.int32), axis=1, exclusive=True) == 0
+        keep &= ids > 3  # drop <pad>, <bos>, <eos>; <unk> would print as text: drop it too
+        tokens = tf.ragged.boolean_mask(tf.gather(self.tokens, ids), keep)
+        return tf.strings.reduce_join(tokens, axis=1, separator=" " if self.tokenizer == "word" else "")
+
+    def _decode_with(self, z, greedy, temperature, seed):
+        ids = decoding.sample_from_z(self.model, z, self.max_len, greedy=greedy,
+                                     temperature=temperature, seed=seed)
+        return {"sequences": self._texts(ids)}
+
+    def _decode(self, z):
+        return self._decode_with(z, True, 1.0, tf.constant([0, 0]))
+
+    def _sample(self, n, temperature, seed):
+        temperature = tf.maximum(temperature, 1e-3)  # 0 or less: (near-)greedy
+        base = tf.stack([tf.cast(seed, tf.int32), 0])
+        z = randomness.normal(tf.stack([n, self.latent_dim]), randomness.fold_in(base, 7))
+        return self._decode_with(z, False, temperature, randomness.fold_in(base, 0))
+
+
+def export(run_dir: str, out_dir: str) -> str:
+    """Writes the SavedModel of ``run_dir`` to ``out_dir`` (atomically: built beside, renamed)."""
+    run = load_run(run_dir)
+    module = ExportModule(run)
+    out_dir = os.path.abspath(out_dir)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
+    try:
+        tf.saved_model.save(module, staging, signatures={
+            "encode": module.encode, "decode": module.decode, "sample": module.sample})
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        os.replace(staging, out_dir)
+    finally:
+        if os.path.exists(staging):
+            shutil.rmtree(staging)
+    return out_dir
