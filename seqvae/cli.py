@@ -68,8 +68,10 @@ def cmd_train(args) -> int:
         config = config.with_overrides(_stop_overrides(args))
     else:
         config = _build_config(args)
-    summary = train(config, args.out, args.data, resume=args.resume, strict=args.strict)
+    summary = train(config, args.out, args.data, resume=args.resume, strict=args.strict,
+                    strategy=args.strategy)
     _print_train_summary(summary)
+    print(f"weights checksum {summary['weights_checksum']}")
     return 0
 
 
@@ -274,7 +276,7 @@ def cmd_demo(args) -> int:
 
 
 EXAMPLES = {
-    "train": "seqvae train --out runs/demo\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume",
+    "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume",
     "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
     "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
     "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
@@ -319,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out exactly")
     p.add_argument("--strict", action="store_true", help="fail on invalid SMILES instead of skipping")
+    p.add_argument("--strategy", choices=("default", "mirrored", "multi-worker"), default="default",
+                   help="tf.distribute strategy; multi-worker reads TF_CONFIG (batch_size is global)")
     _add_config_options(p)
 
     p = command("demo", cmd_demo, "train the demo model on MOSES, sample 1,000 and score them")

@@ -406,11 +406,18 @@ class SequenceVAE(keras.Model):
         start = tf.fill([tf.shape(ids)[0], 1], tf.cast(self.bos_id or 0, ids.dtype))
         return tf.concat([start, ids[:, :-1]], axis=1)
 
-    def call(self, ids, training=None, seed=None, sample_z=True, decoder_inputs=None):
+    def call(self, ids, training=None, seed=None, sample_z=True, decoder_inputs=None,
+             z_noise=None):
+        """``z_noise`` ``(B, L)``: use these standard-normal draws for the reparametrization."""
         if seed is None:
             seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
         z_mean, z_log_var = self.encoder(ids, training=training)
-        z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0)) if sample_z else z_mean
+        if not sample_z:
+            z = z_mean
+        elif z_noise is not None:
+            z = z_mean + tf.exp(0.5 * z_log_var) * tf.cast(z_noise, z_mean.dtype)
+        else:
+            z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0))
         if decoder_inputs is None:
             decoder_inputs = self.decoder_inputs(ids)
         logits = self.decoder(z, decoder_inputs, training=training, seed=randomness.fold_in(seed, 1))

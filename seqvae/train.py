@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqvae import data as data_lib
+from seqvae import distribute as distribute_lib
 from seqvae import losses, randomness
 from seqvae import run as run_lib
 from seqvae.config import Config, DataConfig, TrainConfig
@@ -139,53 +140,110 @@ class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: TrainConfig,
-                   total_steps: int, training: bool = True) -> dict[str, tf.Tensor]:
+                   total_steps: int, training: bool = True,
+                   shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None) -> dict[str, tf.Tensor]:
     """The training objective on one batch: ``recon + kl_weight * KL`` (MOSES convention).
 
     ``recon`` is the mean cross-entropy per real token; ``kl`` is summed over latent dimensions,
     averaged over the batch (``losses`` documents both). Randomness is seeded by ``step``.
+
+    Args:
+      shard: ``(row offset, global rows, global real tokens)`` when ``ids`` is one replica's
+        slice of a global batch (``distribute.replica_shard``): every term is then this slice's
+        share of the global-batch average (the shares sum to the global loss), and z's noise is
+        the slice's rows of the global batch's noise.
     """
     seed = randomness.fold_in(randomness.as_seed(config.seed), step)
+    rows = tf.shape(ids)[0]
+    if shard is None:
+        shard = (tf.constant(0), rows, tf.reduce_sum(tf.cast(tf.not_equal(ids, 0), tf.float32)))
+    offset, global_rows, global_tokens = shard
     decoder_inputs = model.decoder_inputs(ids)
     if training and config.word_dropout > 0:
         decoder_inputs = losses.word_dropout(decoder_inputs, config.word_dropout,
                                              randomness.fold_in(seed, 2))
-    out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs)
-    recon = losses.token_cross_entropy(ids, out["logits"])
-    kl = losses.kl_divergence(out["z_mean"], out["z_log_var"])
-    penalised_kl = losses.kl_divergence(out["z_mean"], out["z_log_var"], config.free_bits)
+    noise = randomness.normal([global_rows, model.config.latent_dim], randomness.fold_in(seed, 0))
+    out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs,
+                z_noise=noise[offset:offset + rows])
+    recon = tf.reduce_sum(losses.sequence_cross_entropy(ids, out["logits"])) / tf.maximum(global_tokens, 1.0)
+    global_rows = tf.cast(global_rows, tf.float32)
+    kl_dims = losses.kl_per_dimension(out["z_mean"], out["z_log_var"]) * (
+        tf.cast(rows, tf.float32) / global_rows)  # this slice's share of the batch mean
+    kl = tf.reduce_sum(kl_dims)
+    penalised_kl = kl
+    if config.free_bits > 0:  # max(KL_d, free_bits) on the global per-dimension mean
+        context = tf.distribute.get_replica_context()
+        whole = kl_dims
+        if context is not None and context.num_replicas_in_sync > 1:
+            whole = context.all_reduce("sum", tf.stop_gradient(kl_dims))
+        share = kl_dims / tf.maximum(tf.stop_gradient(whole), 1e-12)
+        penalised_kl = tf.reduce_sum(tf.where(tf.stop_gradient(whole) >= config.free_bits, kl_dims,
+                                              config.free_bits * tf.stop_gradient(share)))
     kl_weight = losses.kl_weight(step, config, total_steps)
     return {"loss": recon + kl_weight * penalised_kl, "recon": recon, "kl": kl,
             "kl_weight": tf.cast(kl_weight, tf.float32)}
 
 
 def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
-                    config: TrainConfig, total_steps: int, counters: dict[str, tf.Variable]):
-    """Builds the compiled step ``ids (B, T) -> metrics``; it also advances the counters.
+                    config: TrainConfig, total_steps: int, counters: dict[str, tf.Variable],
+                    strategy: tf.distribute.Strategy | None = None):
+    """Builds the compiled step ``per-replica ids (B, T) -> metrics``; it advances the counters.
 
     Advancing ``step``/``batch`` inside the compiled function keeps weights, optimizer and
     counters consistent: an interrupt lands before or after a whole step, never inside one.
+    With several replicas the gradient-norm clip uses the global (all-reduced) gradient, and each
+    replica's gradient is scaled by the same factor before the optimizer sums them.
     """
+    strategy = strategy or tf.distribute.get_strategy()
     variables = model.trainable_variables
 
-    def train_step(ids):
-        step = counters["step"]
+    def replica_step(ids):
+        context = tf.distribute.get_replica_context()
+        replicated = context is not None and context.num_replicas_in_sync > 1
+        shard = distribute_lib.replica_shard(ids) if replicated else None
         with tf.GradientTape() as tape:
-            metrics = compute_losses(model, ids, step, config, total_steps)
-        gradients = tape.gradient(metrics["loss"], variables)
-        if config.clip_norm > 0:
+            metrics = compute_losses(model, ids, counters["step"], config, total_steps, shard=shard)
+        # Row gathers (one-hot inputs) give IndexedSlices: Keras's Adam would apply them as a
+        # sparse update (squares of duplicate rows summed separately) and all-reduce would see
+        # different shapes per replica; dense gradients give the standard Adam step everywhere.
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(metrics["loss"], variables)]
+        if replicated:
+            norm = tf.linalg.global_norm(context.all_reduce("sum", gradients))
+            if config.clip_norm > 0:
+                scale = tf.minimum(1.0, config.clip_norm / tf.maximum(norm, 1e-12))
+                gradients = [g * scale for g in gradients]
+        elif config.clip_norm > 0:
             gradients, norm = tf.clip_by_global_norm(gradients, config.clip_norm)
         else:
             norm = tf.linalg.global_norm(gradients)
-        metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
         optimizer.apply(gradients, variables)
-        counters["step"].assign_add(1)
-        counters["batch"].assign_add(1)
-        metrics["grad_norm"] = norm
+        metrics["grad_norm"] = norm / context.num_replicas_in_sync if replicated else norm
         return metrics
 
-    signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
-    return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
+    if strategy.num_replicas_in_sync == 1:
+        def train_step(ids):
+            metrics = replica_step(ids)
+            metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
+            counters["step"].assign_add(1)
+            counters["batch"].assign_add(1)
+            return metrics
+
+        signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
+        return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
+
+    compiled_replica_step = tf.function(replica_step, jit_compile=config.jit_compile or None)
+
+    @tf.function
+    def distributed_step(ids):
+        per_replica = strategy.run(compiled_replica_step, args=(ids,))
+        metrics = {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
+        metrics["kl_weight"] = metrics["kl_weight"] / strategy.num_replicas_in_sync
+        metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
+        counters["step"].assign_add(1)
+        counters["batch"].assign_add(1)
+        return metrics
+
+    return distributed_step
 
 
 class _Progress:
@@ -229,14 +287,16 @@ def _check_resume_config(stored: Config, given: Config, run_dir: str) -> None:
                               "resume with the run's own settings or train into a new --out")
 
 
-def build_training(config: Config, max_len: int, vocab_size: int, total_steps: int):
-    """Model, optimizer (built, so a checkpoint can restore it) and counters."""
+def build_training(config: Config, max_len: int, vocab_size: int, total_steps: int,
+                   strategy: tf.distribute.Strategy | None = None):
+    """Model, optimizer (built, so a checkpoint can restore it) and counters, in the strategy."""
     keras.utils.set_random_seed(config.train.seed)
-    model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
-    optimizer = keras.optimizers.Adam(learning_rate=_Schedule(config.train, total_steps))
-    optimizer.build(model.trainable_variables)
-    counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
-                for name in ("step", "epoch", "batch")}
+    with (strategy or tf.distribute.get_strategy()).scope():
+        model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
+        optimizer = keras.optimizers.Adam(learning_rate=_Schedule(config.train, total_steps))
+        optimizer.build(model.trainable_variables)
+        counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
+                    for name in ("step", "epoch", "batch")}
     return model, optimizer, counters
 
 
@@ -247,7 +307,7 @@ def planned_steps(config: TrainConfig, steps_per_epoch: int) -> int:
 
 
 def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
-          strict: bool = False) -> dict:
+          strict: bool = False, strategy: str | tf.distribute.Strategy = "default") -> dict:
     """Trains a SequenceVAE into ``run_dir`` (created, or continued with ``resume``).
 
     Args:
@@ -257,11 +317,26 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
         source when resuming, else the bundled MOSES train split.
       resume: continue from the latest checkpoint in ``run_dir``.
       strict: fail on invalid SMILES lines instead of skipping them.
+      strategy: ``default``, ``mirrored``, ``multi-worker`` (reads ``TF_CONFIG``) or a
+        ``tf.distribute.Strategy``. ``config.train.batch_size`` is the global batch.
 
     Returns:
       A summary dict: steps, epochs, stop reason, last metrics, wall time, padding fraction.
     """
+    if isinstance(strategy, str):
+        strategy = distribute_lib.make_strategy(strategy)
     run_dir = os.fspath(run_dir)
+    if not distribute_lib.is_chief(strategy):
+        # Other workers keep their own files (checkpoints included) in a temporary directory.
+        import tempfile
+
+        worker_dir = tempfile.mkdtemp(prefix="seqvae-worker-")
+        if resume:
+            import shutil
+
+            shutil.rmtree(worker_dir)
+            shutil.copytree(run_dir, worker_dir, ignore=shutil.ignore_patterns(".lock"))
+        return _train_locked(config, worker_dir, data, resume, strict, strategy, chief=False)
     has_run = os.path.exists(os.path.join(run_dir, "run.json"))
     if resume and not has_run:
         raise SeqvaeError(f"{run_dir}: nothing to resume (not a seqvae run directory)")
@@ -270,10 +345,11 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
                           "or choose another --out")
     os.makedirs(run_dir, exist_ok=True)
     with run_lib.RunLock(run_dir):
-        return _train_locked(config, run_dir, data, resume, strict)
+        return _train_locked(config, run_dir, data, resume, strict, strategy, chief=True)
 
 
-def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool) -> dict:
+def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool,
+                  strategy: tf.distribute.Strategy, chief: bool) -> dict:
     started = time.monotonic()
     stored = run_lib.read_run_files(run_dir) if resume else None
     if stored is not None:
@@ -293,7 +369,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     train_lengths = prepared.lengths[prepared.train_index]
     steps_per_epoch = math.ceil(len(prepared.train_index) / tcfg.batch_size)
     total_steps = planned_steps(tcfg, steps_per_epoch)
-    model, optimizer, counters = build_training(config, prepared.max_len, len(prepared.vocab), total_steps)
+    model, optimizer, counters = build_training(config, prepared.max_len, len(prepared.vocab),
+                                                total_steps, strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters)
     manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
                                          max_to_keep=tcfg.keep_checkpoints)
@@ -301,13 +378,14 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     if resume and manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
         run_lib.truncate_metrics(metrics_path, int(counters["step"].numpy()))
-    train_step = make_train_step(model, optimizer, tcfg, total_steps, counters)
+    train_step = make_train_step(model, optimizer, tcfg, total_steps, counters, strategy)
     eval_step = tf.function(
         lambda ids, step: compute_losses(model, ids, step, tcfg, total_steps, training=False),
         input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
     trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
-    progress = _Progress(total_steps, tcfg.log_every, tcfg.time_budget)
+    progress = _Progress(total_steps, tcfg.log_every, tcfg.time_budget) if chief else None
+    workers = distribute_lib.worker_count(strategy)
 
     interrupted = []
     previous_handler = None
@@ -323,49 +401,61 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             pad_fracs.append(data_lib.padding_fraction(train_lengths, plan, config.data.bucket_width,
                                                        prepared.max_len))
             skip = int(counters["batch"].numpy())
-            dataset = data_lib.make_dataset(prepared.ids[prepared.train_index], train_lengths,
-                                            plan[skip:], config.data.bucket_width)
+            batches = distribute_lib.distributed_batches(
+                strategy, prepared.ids[prepared.train_index], train_lengths, plan[skip:],
+                config.data.bucket_width)
             for tracker in trackers.values():
                 tracker.reset_state()
-            for ids in dataset:
+            for batch_index, ids in enumerate(batches):
                 tick = time.monotonic()
                 out = train_step(ids)
                 values = {k: float(v) for k, v in out.items()}
                 train_time += time.monotonic() - tick
-                seen += int(ids.shape[0])
+                seen += len(plan[skip + batch_index])
                 for name, tracker in trackers.items():
                     tracker.update_state(values[name])
                 step = int(counters["step"].numpy())
                 rate = seen / max(train_time, 1e-9)
-                progress.update(step, epoch, values, rate, train_time)
-                if step % tcfg.log_every == 0:
-                    record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate, **values}
-                    run_lib.append_jsonl(metrics_path, record)
-                    with writer.as_default(step=step):
-                        for key, value in values.items():
-                            tf.summary.scalar(f"train/{key}", value)
+                if chief:
+                    progress.update(step, epoch, values, rate, train_time)
+                    if step % tcfg.log_every == 0:
+                        record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate,
+                                  **values}
+                        run_lib.append_jsonl(metrics_path, record)
+                        with writer.as_default(step=step):
+                            for key, value in values.items():
+                                tf.summary.scalar(f"train/{key}", value)
                 if step % tcfg.checkpoint_every == 0:
-                    manager.save(checkpoint_number=step)
+                    manager.save(checkpoint_number=step)  # every worker: collective save
                 stop_reason = _stop_reason(tcfg, step, train_time, interrupted)
+                if workers > 1:  # every worker must stop at the same step
+                    stop_reason = _agree_on_stop(strategy, stop_reason)
                 if stop_reason:
                     break
             if stop_reason:
                 break
             counters["epoch"].assign_add(1)
             counters["batch"].assign(0)
-            _end_of_epoch(prepared, eval_step, counters, trackers, metrics_path, writer, tcfg,
-                          config.data, epoch)
+            if chief:
+                _end_of_epoch(prepared, eval_step, counters, trackers, metrics_path, writer, tcfg,
+                              config.data, epoch)
             manager.save(checkpoint_number=int(counters["step"].numpy()))
         stop_reason = stop_reason or "epochs"
+    except tf.errors.OpError as error:
+        if workers > 1:
+            raise SeqvaeError(f"lost contact with another worker ({type(error).__name__}: "
+                              f"{str(error).strip().splitlines()[0][:160]})") from None
+        raise
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
         if previous_handler is not None:
             signal.signal(signal.SIGINT, previous_handler)
     step = int(counters["step"].numpy())
     if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
         manager.save(checkpoint_number=step)
     writer.flush()
-    if tcfg.export_at_end and stop_reason != "interrupted":
+    if chief and tcfg.export_at_end and stop_reason != "interrupted":
         from seqvae.export import export
 
         export(run_dir, os.path.join(run_dir, "saved_model"))
@@ -373,7 +463,28 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             "stop_reason": stop_reason, "last": values, "train_seconds": train_time,
             "wall_seconds": time.monotonic() - started, "sequences_per_second": seen / max(train_time, 1e-9),
             "padding_fraction": float(np.mean(pad_fracs)) if pad_fracs else None,
-            "skipped_invalid": prepared.skipped}
+            "skipped_invalid": prepared.skipped, "replicas": strategy.num_replicas_in_sync,
+            "chief": chief, "weights_checksum": weights_checksum(model)}
+
+
+def weights_checksum(model: keras.Model) -> str:
+    """A short hash of every weight's bytes: equal on workers that hold equal weights."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    return digest.hexdigest()[:16]
+
+
+_STOP_REASONS = ("", "max_steps", "time_budget", "interrupted")
+
+
+def _agree_on_stop(strategy: tf.distribute.Strategy, reason: str) -> str:
+    """The most urgent stop reason of any worker (an all-reduced vote), so all stop together."""
+    vote = tf.one_hot(_STOP_REASONS.index(reason), len(_STOP_REASONS))
+    votes = strategy.reduce("sum", strategy.run(lambda: tf.identity(vote)), axis=None).numpy()
+    return _STOP_REASONS[int(np.flatnonzero(votes > 0).max())]
 
 
 def _in_main_thread() -> bool:
