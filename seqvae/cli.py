@@ -240,8 +240,9 @@ def cmd_doctor(args) -> int:
         config, vocab_size, max_len = run.config, len(run.vocab), min(run.max_len, 24)
     else:
         config, vocab_size, max_len = _build_config(args), 30, 24
+    precisions = ("float32", "mixed_bfloat16", "mixed_float16") if args.all_precisions else None
     reports = diagnostics.doctor(config, vocab_size=vocab_size, max_len=max_len,
-                                 all_modes=not args.only_config)
+                                 all_modes=not args.only_config, precisions=precisions)
     print(diagnostics.format_reports(reports))
     return 0 if all(r.ok for r in reports) else 1
 
@@ -283,7 +284,7 @@ EXAMPLES = {
     "reconstruct": "seqvae reconstruct runs/demo moses:test --samples 10 --json",
     "evaluate": "seqvae evaluate runs/demo --no-fcd\n  seqvae evaluate runs/mine --test held_out.smi --train data.smi -n 10000",
     "interpolate": "seqvae interpolate runs/demo 'CCO' 'c1ccccc1O' --steps 8 --slerp",
-    "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --set model.decoder_layers=1",
+    "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --all-precisions\n  seqvae doctor --set model.decoder_layers=1",
     "demo": "seqvae demo --out runs/demo",
     "export": "seqvae export runs/demo --out exported/seqvae/1",
 }
@@ -406,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", nargs="?")
     p.add_argument("--only-config", action="store_true",
                    help="check only the config's own decoder mode and conditioning")
+    p.add_argument("--all-precisions", action="store_true",
+                   help="also check mixed_bfloat16 and mixed_float16 (default: the config's precision)")
     _add_config_options(p, with_stop=False)
     return parser
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS, Config
-from seqvae.model import SequenceVAE
+from seqvae.model import SequenceVAE, precision_policy
 
 EXECUTIONS = ("eager", "tf.function", "xla")
 
@@ -28,6 +28,7 @@ class GradientReport:
     decoder_input: str
     z_conditioning: str
     execution: str
+    precision: str
     loss: float
     variables: int
     problems: dict[str, str] = field(default_factory=dict)  # variable path -> None/zero/non-finite
@@ -66,7 +67,8 @@ def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
     """Checks one configuration in each execution mode (a fresh model, the same weights)."""
     from seqvae.train import compute_losses
 
-    model = SequenceVAE(config.model, vocab_size, int(ids.shape[1])).build_weights()
+    with precision_policy(config.train.precision):
+        model = SequenceVAE(config.model, vocab_size, int(ids.shape[1])).build_weights()
     # Force KL and the rest of the objective on (a weight of 0 at step 0 would hide KL paths).
     tcfg = dataclasses.replace(config.train, kl_schedule="constant",
                                kl_weight_end=max(config.train.kl_weight_end, 0.1))
@@ -92,14 +94,16 @@ def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
             if verdict != "ok":
                 problems[variable.path] = verdict
         reports.append(GradientReport(config.model.decoder_input, config.model.z_conditioning,
-                                      execution, loss, len(variables), problems,
+                                      execution, config.train.precision, loss, len(variables), problems,
                                       abs(loss - eager_loss) <= rtol * max(1.0, abs(eager_loss))))
     return reports
 
 
 def doctor(config: Config, vocab_size: int = 30, max_len: int = 24, batch_size: int = 4,
-           all_modes: bool = True, executions=EXECUTIONS) -> list[GradientReport]:
-    """Runs ``check_gradients`` for every decoder input mode x z conditioning (or just ``config``'s).
+           all_modes: bool = True, executions=EXECUTIONS,
+           precisions: tuple[str, ...] | None = None) -> list[GradientReport]:
+    """Runs ``check_gradients`` for every decoder input mode x z conditioning (or just ``config``'s)
+    and every precision in ``precisions`` (default: the config's own).
 
     Dropout and word dropout are checked as configured; the model sizes are the config's.
     """
@@ -107,22 +111,28 @@ def doctor(config: Config, vocab_size: int = 30, max_len: int = 24, batch_size: 
     combos = ([(d, z) for d in DECODER_INPUTS for z in Z_CONDITIONINGS] if all_modes
               else [(config.model.decoder_input, config.model.z_conditioning)])
     reports = []
-    for decoder_input, z_conditioning in combos:
-        variant = dataclasses.replace(config, model=dataclasses.replace(
-            config.model, decoder_input=decoder_input, z_conditioning=z_conditioning))
-        reports.extend(check_gradients(variant, ids, vocab_size, executions))
+    for precision in precisions or (config.train.precision,):
+        for decoder_input, z_conditioning in combos:
+            variant = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, decoder_input=decoder_input,
+                                                  z_conditioning=z_conditioning),
+                train=dataclasses.replace(config.train, precision=precision))
+            reports.extend(check_gradients(variant, ids, vocab_size, executions,
+                                           rtol=1e-4 if precision == "float32" else 2e-2))
     return reports
 
 
 def format_reports(reports: list[GradientReport]) -> str:
     """A table: one line per (mode, conditioning, execution), then each problem variable."""
-    lines = [f"{'decoder input':<16} {'z cond.':<7} {'execution':<11} {'loss':>10}  gradients"]
+    lines = [f"{'decoder input':<16} {'z cond.':<7} {'execution':<11} {'precision':<14} "
+             f"{'loss':>10}  gradients"]
     for r in reports:
         status = (f"OK ({r.variables}/{r.variables} variables)" if not r.problems else
                   f"FAIL ({r.variables - len(r.problems)}/{r.variables} ok)")
         if not r.loss_matches_eager:
             status += "  LOSS DIFFERS FROM EAGER"
-        lines.append(f"{r.decoder_input:<16} {r.z_conditioning:<7} {r.execution:<11} {r.loss:>10.6f}  {status}")
+        lines.append(f"{r.decoder_input:<16} {r.z_conditioning:<7} {r.execution:<11} "
+                     f"{r.precision:<14} {r.loss:>10.6f}  {status}")
         lines.extend(f"    {path}: {verdict}" for path, verdict in r.problems.items())
     bad = sum(not r.ok for r in reports)
     lines.append(f"{len(reports) - bad} of {len(reports)} checks passed" + (

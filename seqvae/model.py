@@ -11,11 +11,25 @@ Shapes: ``B`` batch, ``T`` time steps, ``V`` vocabulary size, ``L`` latent size,
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
 from seqvae import randomness
 from seqvae.config import ModelConfig
+
+
+@contextlib.contextmanager
+def precision_policy(precision: str = "float32"):
+    """Layers built inside compute in ``precision`` (``float32``, ``mixed_bfloat16``,
+    ``mixed_float16``); variables stay float32 either way. Restores the previous global policy."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def stateless_dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, training: bool) -> tf.Tensor:
@@ -287,7 +301,7 @@ class Decoder(keras.Model):
         kernel = gru.kernel[:self.token_dim]
         if features.dtype.is_integer:
             return tf.gather(kernel, features)
-        return tf.matmul(features, kernel)
+        return tf.matmul(tf.cast(features, kernel.dtype), kernel)
 
     def start_tokens(self, batch_size: tf.Tensor) -> tf.Tensor:
         """First decoder inputs ``(B, V)``: one-hot ``<bos>``, or zeros when there is none."""
@@ -353,7 +367,7 @@ class Decoder(keras.Model):
     def _free_running(self, latent_proj, states, num_steps, training, seed):
         batch_size = tf.shape(latent_proj)[0]
         logits_ta = tf.TensorArray(latent_proj.dtype, size=num_steps)
-        previous = self.start_tokens(batch_size)
+        previous = tf.cast(self.start_tokens(batch_size), latent_proj.dtype)
 
         def body(t, previous, states, logits_ta):
             step_seed = None if seed is None else randomness.fold_in(seed, t)

@@ -27,7 +27,7 @@ from seqvae import losses, randomness
 from seqvae import run as run_lib
 from seqvae.config import Config, DataConfig, TrainConfig
 from seqvae.errors import SeqvaeError
-from seqvae.model import SequenceVAE
+from seqvae.model import SequenceVAE, precision_policy
 from seqvae.tokenizers import SelfiesTokenizer, UnknownTokenError, Vocabulary, get_tokenizer
 
 
@@ -201,12 +201,18 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         context = tf.distribute.get_replica_context()
         replicated = context is not None and context.num_replicas_in_sync > 1
         shard = distribute_lib.replica_shard(ids) if replicated else None
+        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         with tf.GradientTape() as tape:
             metrics = compute_losses(model, ids, counters["step"], config, total_steps, shard=shard)
+            loss = optimizer.scale_loss(metrics["loss"]) if scaling else metrics["loss"]
+        if scaling:  # unscaled here so that clipping sees the true norm
+            scale = tf.cast(optimizer.dynamic_scale, tf.float32)
         # Row gathers (one-hot inputs) give IndexedSlices: Keras's Adam would apply them as a
         # sparse update (squares of duplicate rows summed separately) and all-reduce would see
         # different shapes per replica; dense gradients give the standard Adam step everywhere.
-        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(metrics["loss"], variables)]
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        if scaling:
+            gradients = [g / scale for g in gradients]
         if replicated:
             norm = tf.linalg.global_norm(context.all_reduce("sum", gradients))
             if config.clip_norm > 0:
@@ -216,6 +222,8 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
             gradients, norm = tf.clip_by_global_norm(gradients, config.clip_norm)
         else:
             norm = tf.linalg.global_norm(gradients)
+        if scaling:  # LossScaleOptimizer.apply unscales (and skips steps with inf/nan) itself
+            gradients = [g * scale for g in gradients]
         optimizer.apply(gradients, variables)
         metrics["grad_norm"] = norm / context.num_replicas_in_sync if replicated else norm
         return metrics
@@ -292,8 +300,11 @@ def build_training(config: Config, max_len: int, vocab_size: int, total_steps: i
     """Model, optimizer (built, so a checkpoint can restore it) and counters, in the strategy."""
     keras.utils.set_random_seed(config.train.seed)
     with (strategy or tf.distribute.get_strategy()).scope():
-        model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
+        with precision_policy(config.train.precision):
+            model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
         optimizer = keras.optimizers.Adam(learning_rate=_Schedule(config.train, total_steps))
+        if config.train.precision == "mixed_float16":  # float16 needs loss scaling
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
                     for name in ("step", "epoch", "batch")}

@@ -38,7 +38,14 @@ def test_doctor_reports_every_mode_ok_and_formats_a_table():
 
 
 def test_doctor_flags_a_variable_without_gradient():
-    report = diagnostics.GradientReport("teacher_forcing", "both", "eager", 1.0, 3,
+    report = diagnostics.GradientReport("teacher_forcing", "both", "eager", "float32", 1.0, 3,
                                         {"decoder/unused": "None"})
     assert not report.ok
     assert "decoder/unused: None" in diagnostics.format_reports([report])
+
+
+def test_doctor_mixed_precision_gradients_reach_every_weight():
+    reports = diagnostics.doctor(tiny_config(), vocab_size=10, max_len=8, all_modes=False,
+                                 precisions=("mixed_bfloat16", "mixed_float16"))
+    assert {r.precision for r in reports} == {"mixed_bfloat16", "mixed_float16"}
+    assert all(r.ok for r in reports), diagnostics.format_reports(reports)
