@@ -45,6 +45,8 @@ def _build_config(args):
     config = load_config(args.config) if args.config else (
         demo_config() if args.preset == "demo" else Config())
     overrides = list(args.set or [])
+    if getattr(args, "stream", False):
+        overrides.append("data.streaming=true")
     if getattr(args, "max_steps", None) and getattr(args, "epochs", None) is None:
         overrides.append("train.epochs=1000000")  # --max-steps alone means "this many steps"
     for flag, key in (("epochs", "train.epochs"), ("max_steps", "train.max_steps"),
@@ -277,7 +279,7 @@ def cmd_demo(args) -> int:
 
 
 EXAMPLES = {
-    "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume",
+    "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume\n  seqvae train 'shards/*.smi.gz' --stream --out runs/big",
     "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
     "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
     "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
@@ -322,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out exactly")
     p.add_argument("--strict", action="store_true", help="fail on invalid SMILES instead of skipping")
+    p.add_argument("--stream", action="store_true",
+                   help="stream DATA (text files, glob patterns, .gz) through tf.data without "
+                   "loading it (sets data.streaming=true)")
     p.add_argument("--strategy", choices=("default", "mirrored", "multi-worker"), default="default",
                    help="tf.distribute strategy; multi-worker reads TF_CONFIG (batch_size is global)")
     _add_config_options(p)

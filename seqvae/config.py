@@ -68,6 +68,7 @@ class DataConfig:
     bucket: bool = True  # length-bucketed batches (sequences of similar length batched together)
     bucket_width: int = 8  # batches are padded to a multiple of this (few distinct shapes for XLA)
     skip_invalid: bool = True  # skip lines that fail to parse (SMILES) instead of failing
+    streaming: bool = False  # stream text shards (globs, .gz) through tf.data instead of loading them
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:

@@ -27,10 +27,7 @@ import tensorflow as tf
 from seqvae import decoding, randomness
 from seqvae.errors import SeqvaeError
 from seqvae.run import Run, load_run
-from seqvae.tokenizers import SMILES_PATTERN
-
-_SEPARATOR = "\x1f"  # never inside a token: marks token boundaries before tf.strings.split
-_PATTERNS = {"smiles": SMILES_PATTERN + "|.", "selfies": r"\[[^\[\]]*\]|\.|."}
+from seqvae.streaming import graph_tokenize, lookup_table
 
 
 class ExportModule(tf.Module):
@@ -49,26 +46,15 @@ class ExportModule(tf.Module):
         self.latent_dim = run.config.model.latent_dim
         tokens = run.vocab.tokens
         self.tokens = tf.constant(tokens)
-        self.table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(tokens), tf.range(len(tokens), dtype=tf.int64)),
-            default_value=run.vocab.unk_id)
+        self.table = lookup_table(run.vocab)
         self.encode = tf.function(self._encode, input_signature=[tf.TensorSpec([None], tf.string)])
         self.decode = tf.function(self._decode, input_signature=[
             tf.TensorSpec([None, self.latent_dim], tf.float32)])
         self.sample = tf.function(self._sample, input_signature=[
             tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)])
 
-    def _tokenize(self, sequences: tf.Tensor) -> tf.RaggedTensor:
-        if self.tokenizer == "char":
-            return tf.strings.unicode_split(sequences, "UTF-8")
-        if self.tokenizer == "word":
-            return tf.strings.split(sequences)
-        marked = tf.strings.regex_replace(sequences, _PATTERNS[self.tokenizer], _SEPARATOR + "\\0")
-        pieces = tf.strings.split(marked, sep=_SEPARATOR)
-        return tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
-
     def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
-        tokens = self._tokenize(sequences)
+        tokens = graph_tokenize(sequences, self.tokenizer)
         ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, tokens), tf.int32)
         ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], 2)], axis=1)  # <eos>
         dense = ids.to_tensor(default_value=0)

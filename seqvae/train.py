@@ -367,20 +367,16 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         _check_resume_config(stored.config, config, run_dir)
         if data is None and stored.info.get("data_source") not in (None, "list", "array"):
             data = stored.info["data_source"]
-    prepared = prepare_data(config.data, data, vocab=stored.vocab if stored else None,
-                            max_len=stored.max_len if stored else 0, seed=config.train.seed,
-                            strict=strict, tokenizer=stored.info["tokenizer"] if stored else None)
+    source = _open_training_data(config, data, stored, strict or not config.data.skip_invalid,
+                                 strategy)
     if not stored:
-        run_lib.write_run_files(run_dir, config, prepared.vocab, {
-            "max_len": prepared.max_len, "vocab_size": len(prepared.vocab),
-            "tokenizer": prepared.tokenizer, "data_source": prepared.source,
-            "train_size": int(len(prepared.train_index)),
-            "validation_size": int(len(prepared.val_index))})
+        run_lib.write_run_files(run_dir, config, source.vocab, {
+            "max_len": source.max_len, "vocab_size": len(source.vocab),
+            "tokenizer": source.tokenizer, "data_source": source.source,
+            "train_size": source.train_size, "validation_size": source.validation_size})
     tcfg = config.train
-    train_lengths = prepared.lengths[prepared.train_index]
-    steps_per_epoch = math.ceil(len(prepared.train_index) / tcfg.batch_size)
-    total_steps = planned_steps(tcfg, steps_per_epoch)
-    model, optimizer, counters = build_training(config, prepared.max_len, len(prepared.vocab),
+    total_steps = planned_steps(tcfg, source.steps_per_epoch)
+    model, optimizer, counters = build_training(config, source.max_len, len(source.vocab),
                                                 total_steps, strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters)
     manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
@@ -403,26 +399,18 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     if hasattr(signal, "SIGINT") and _in_main_thread():
         previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
     stop_reason, values, seen, train_time = "epochs", {}, 0, 0.0
-    pad_fracs = []
     try:
         while int(counters["epoch"].numpy()) < tcfg.epochs:
             epoch = int(counters["epoch"].numpy())
-            plan = data_lib.batch_plan(train_lengths, tcfg.batch_size, tcfg.seed, epoch,
-                                       config.data.bucket)
-            pad_fracs.append(data_lib.padding_fraction(train_lengths, plan, config.data.bucket_width,
-                                                       prepared.max_len))
-            skip = int(counters["batch"].numpy())
-            batches = distribute_lib.distributed_batches(
-                strategy, prepared.ids[prepared.train_index], train_lengths, plan[skip:],
-                config.data.bucket_width)
+            batches = source.epoch(epoch, int(counters["batch"].numpy()))
             for tracker in trackers.values():
                 tracker.reset_state()
-            for batch_index, ids in enumerate(batches):
+            for ids, rows in batches:
                 tick = time.monotonic()
                 out = train_step(ids)
                 values = {k: float(v) for k, v in out.items()}
                 train_time += time.monotonic() - tick
-                seen += len(plan[skip + batch_index])
+                seen += rows
                 for name, tracker in trackers.items():
                     tracker.update_state(values[name])
                 step = int(counters["step"].numpy())
@@ -448,8 +436,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             counters["epoch"].assign_add(1)
             counters["batch"].assign(0)
             if chief:
-                _end_of_epoch(prepared, eval_step, counters, trackers, metrics_path, writer, tcfg,
-                              config.data, epoch)
+                _end_of_epoch(source.validation(), eval_step, counters, trackers, metrics_path,
+                              writer, epoch)
             manager.save(checkpoint_number=int(counters["step"].numpy()))
         stop_reason = stop_reason or "epochs"
     except tf.errors.OpError as error:
@@ -473,8 +461,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
             "stop_reason": stop_reason, "last": values, "train_seconds": train_time,
             "wall_seconds": time.monotonic() - started, "sequences_per_second": seen / max(train_time, 1e-9),
-            "padding_fraction": float(np.mean(pad_fracs)) if pad_fracs else None,
-            "skipped_invalid": prepared.skipped, "replicas": strategy.num_replicas_in_sync,
+            "padding_fraction": source.padding_fraction(),
+            "skipped_invalid": source.skipped, "replicas": strategy.num_replicas_in_sync,
             "chief": chief, "weights_checksum": weights_checksum(model)}
 
 
@@ -514,24 +502,102 @@ def _stop_reason(config: TrainConfig, step: int, train_time: float, interrupted:
     return ""
 
 
-def _end_of_epoch(prepared: PreparedData, eval_step, counters, trackers, metrics_path, writer,
-                  tcfg: TrainConfig, dcfg: DataConfig, epoch: int) -> None:
+def _end_of_epoch(validation_batches, eval_step, counters, trackers, metrics_path, writer,
+                  epoch: int) -> None:
     """Validation pass (fixed seeds, so it is comparable across epochs) and the epoch record."""
     record = {"kind": "epoch", "epoch": epoch, "step": int(counters["step"].numpy()),
               **{f"train_{k}": float(t.result()) for k, t in trackers.items()}}
-    if len(prepared.val_index):
-        val_lengths = prepared.lengths[prepared.val_index]
-        plan = data_lib.batch_plan(val_lengths, tcfg.batch_size, tcfg.seed, 0, dcfg.bucket)
-        sums, count = {}, 0
-        for i, ids in enumerate(data_lib.make_dataset(prepared.ids[prepared.val_index], val_lengths,
-                                                      plan, dcfg.bucket_width)):
-            out = eval_step(ids, tf.constant(10**9 + i, tf.int64))
-            for key in ("loss", "recon", "kl"):
-                sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
-            count += int(ids.shape[0])
+    sums, count = {}, 0
+    for i, ids in enumerate(validation_batches):
+        out = eval_step(ids, tf.constant(10**9 + i, tf.int64))
+        for key in ("loss", "recon", "kl"):
+            sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
+        count += int(ids.shape[0])
+    if count:
         record.update({f"val_{k}": v / count for k, v in sums.items()})
     run_lib.append_jsonl(metrics_path, record)
     with writer.as_default(step=record["step"]):
         for key, value in record.items():
             if key.startswith(("train_", "val_")):
                 tf.summary.scalar(f"epoch/{key}", value)
+
+
+class _InMemoryData:
+    """Sequences encoded once into arrays; batches from ``data.batch_plan``."""
+
+    def __init__(self, prepared: PreparedData, config: Config, strategy):
+        self.prepared, self.config, self.strategy = prepared, config, strategy
+        self.vocab, self.max_len, self.tokenizer = prepared.vocab, prepared.max_len, prepared.tokenizer
+        self.source, self.skipped = prepared.source, prepared.skipped
+        self.train_size, self.validation_size = len(prepared.train_index), len(prepared.val_index)
+        self.lengths = prepared.lengths[prepared.train_index]
+        self.steps_per_epoch = math.ceil(self.train_size / config.train.batch_size)
+        self.fractions = []
+
+    def epoch(self, epoch: int, skip: int):
+        """``(per-replica ids, global rows)`` for the rest of one epoch."""
+        dcfg, tcfg = self.config.data, self.config.train
+        plan = data_lib.batch_plan(self.lengths, tcfg.batch_size, tcfg.seed, epoch, dcfg.bucket)
+        self.fractions.append(data_lib.padding_fraction(self.lengths, plan, dcfg.bucket_width,
+                                                        self.max_len))
+        batches = distribute_lib.distributed_batches(
+            self.strategy, self.prepared.ids[self.prepared.train_index], self.lengths, plan[skip:],
+            dcfg.bucket_width)
+        return zip(batches, (len(batch) for batch in plan[skip:]))
+
+    def validation(self):
+        prepared, dcfg = self.prepared, self.config.data
+        lengths = prepared.lengths[prepared.val_index]
+        plan = data_lib.batch_plan(lengths, self.config.train.batch_size, self.config.train.seed, 0,
+                                   dcfg.bucket)
+        return data_lib.make_dataset(prepared.ids[prepared.val_index], lengths, plan, dcfg.bucket_width)
+
+    def padding_fraction(self) -> float | None:
+        return float(np.mean(self.fractions)) if self.fractions else None
+
+
+class _StreamedData:
+    """A streamed corpus (``seqvae.streaming``): nothing is held but the vocabulary."""
+
+    def __init__(self, stream, source: str):
+        self.stream, self.source, self.skipped = stream, source, 0
+        self.vocab, self.max_len, self.tokenizer = stream.vocab, stream.max_len, stream.tokenizer
+        self.steps_per_epoch = stream.steps_per_epoch
+        self.train_size = round(stream.lines * (1 - stream.validation_fraction))
+        self.validation_size = stream.lines - self.train_size
+        self.real = self.computed = 0
+
+    def epoch(self, epoch: int, skip: int):
+        for ids in self.stream.batches(epoch, skip):
+            self.real += int(tf.math.count_nonzero(ids))
+            self.computed += int(tf.size(ids))
+            yield ids, int(ids.shape[0])
+
+    def validation(self):
+        return self.stream.batches(0, validation=True)
+
+    def padding_fraction(self) -> float | None:
+        return 1.0 - self.real / self.computed if self.computed else None
+
+
+def _open_training_data(config: Config, data, stored, strict: bool, strategy):
+    """The in-memory or streamed training data of a run (resumed runs reuse their vocabulary)."""
+    if not config.data.streaming:
+        prepared = prepare_data(config.data, data, vocab=stored.vocab if stored else None,
+                                max_len=stored.max_len if stored else 0, seed=config.train.seed,
+                                strict=strict, tokenizer=stored.info["tokenizer"] if stored else None)
+        return _InMemoryData(prepared, config, strategy)
+    from seqvae import streaming
+
+    if strategy.num_replicas_in_sync > 1:
+        raise SeqvaeError("streaming data runs with the default strategy only for now")
+    if data is None or not isinstance(data, str):
+        raise SeqvaeError("streaming needs text files: give a path or glob pattern as DATA")
+    files = streaming.expand_sources(data)
+    tokenizer = stored.info["tokenizer"] if stored else config.data.tokenizer
+    scan = streaming.scan_corpus(files, tokenizer, stored.vocab if stored else None)
+    max_len = stored.max_len if stored else (config.data.max_len or scan["max_len"])
+    stream = streaming.StreamingData(files, scan["vocab"], tokenizer, max_len, scan["lines"],
+                                     config.train.batch_size, config.train.seed,
+                                     config.data.validation_fraction, config.data.bucket_width)
+    return _StreamedData(stream, data)
