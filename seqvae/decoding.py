@@ -37,7 +37,7 @@ def filter_logits(logits: tf.Tensor, temperature: float | tf.Tensor = 1.0,
 def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
                 start_id: int, eos_id: int, pad_id: int = 0, greedy: bool = False,
                 temperature: float | tf.Tensor = 1.0, top_k: int = 0,
-                seed: tf.Tensor | None = None) -> tf.Tensor:
+                seed: tf.Tensor | None = None, compact: bool = False) -> tf.Tensor:
     """Generates token ids step by step.
 
     Args:
@@ -52,6 +52,8 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
       temperature, top_k: sampling controls (ignored when greedy; temperature 0 = greedy;
         top_k 0 = off).
       seed: int ``(2,)`` stateless seed; the same seed gives the same samples.
+      compact: drop finished sequences from the batch (faster; not under XLA; needs a state of
+        batch-major tensors). The samples are the same either way.
 
     Returns:
       int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it.
@@ -78,6 +80,9 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
         finished = finished | tf.equal(chosen, eos_id)
         return t + 1, chosen, finished, state, out.write(t, chosen)
 
+    if compact:
+        return _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_id,
+                                greedy, temperature, top_k, seed)
     steps, _, _, _, out = tf.while_loop(
         lambda t, tokens, finished, *_: (t < max_len) & ~tf.reduce_all(finished),
         body, (tf.constant(0), tokens, finished, state, out), maximum_iterations=max_len)
@@ -85,6 +90,42 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
     _, out = tf.while_loop(lambda t, _: t < max_len, lambda t, out: (t + 1, out.write(t, padding)),
                            (steps, out), maximum_iterations=max_len)
     return tf.transpose(out.stack())
+
+
+def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_id, greedy,
+                     temperature, top_k, seed):
+    """``decode_loop`` that drops finished sequences from the batch after every step.
+
+    The step function then only computes on unfinished rows (the state must be a nest of
+    batch-major tensors). The sampling noise of a row is drawn for its original index, so the
+    samples equal the fixed-shape loop's. Shapes change inside the loop: not for XLA.
+    """
+    rows = tf.range(batch_size)
+    tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))
+    out = tf.fill([batch_size, max_len], tf.constant(pad_id, tf.int32))
+
+    def body(t, tokens, rows, state, out):
+        logits, state = step_fn(tokens, state)
+        if greedy:
+            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        else:
+            filtered = filter_logits(logits, temperature, top_k)
+            chosen = randomness.categorical(filtered, randomness.fold_in(seed, t),
+                                            rows=rows, total_rows=batch_size)
+        out = tf.tensor_scatter_nd_update(out, tf.stack([rows, tf.fill(tf.shape(rows), t)], 1), chosen)
+        keep = tf.not_equal(chosen, eos_id)
+        state = tf.nest.map_structure(lambda s: tf.boolean_mask(s, keep), state)
+        return t + 1, tf.boolean_mask(chosen, keep), tf.boolean_mask(rows, keep), state, out
+
+    invariants = tf.nest.map_structure(
+        lambda s: tf.TensorShape([None]).concatenate(s.shape[1:]), state)
+    _, _, _, _, out = tf.while_loop(
+        lambda t, tokens, rows, *_: (t < max_len) & (tf.size(rows) > 0),
+        body, (tf.constant(0), tokens, rows, state, out),
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), tf.TensorShape([None]),
+                          invariants, tf.TensorShape([None, max_len])),
+        maximum_iterations=max_len)
+    return out
 
 
 def decoder_step_fn(decoder, z: tf.Tensor,
@@ -95,24 +136,31 @@ def decoder_step_fn(decoder, z: tf.Tensor,
     ``banned_ids`` (``<pad>``, ``<bos>``, ``<unk>``) can never be generated: they are never
     training targets, and an emitted ``<unk>`` would only make the text invalid.
     """
-    latent_proj = decoder.latent_projection(z)
     ban = tf.constant([-1e9 if i in banned_ids else 0.0 for i in range(decoder.vocab_size)])
 
-    def step(tokens, states):
-        logits, states = decoder.step(decoder.token_projection(tokens), latent_proj, list(states))
-        return tf.cast(logits, tf.float32) + ban, states
+    def step(tokens, state):
+        latent_proj, layer_states = state
+        logits, layer_states = decoder.step(decoder.token_projection(tokens), latent_proj,
+                                            list(layer_states))
+        return tf.cast(logits, tf.float32) + ban, (latent_proj, layer_states)
 
-    return step, decoder.initial_states(z)
+    # z's share of the first layer's projection rides in the state (it is computed once, and
+    # it shrinks with the batch when finished sequences are dropped).
+    return step, (decoder.latent_projection(z), decoder.initial_states(z))
 
 
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
-                  seed: tf.Tensor | None = None) -> tf.Tensor:
-    """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``."""
+                  seed: tf.Tensor | None = None, compact: bool = True) -> tf.Tensor:
+    """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
+
+    ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
+    """
     step, state = decoder_step_fn(model.decoder, z)
     return decode_loop(step, state, tf.shape(z)[0], max_len or model.max_len,
                        start_id=model.bos_id if model.bos_id is not None else 0, eos_id=2,
-                       greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
+                       greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
+                       compact=compact)
 
 
 def sample_prior(model, num: int, seed: int = 0, **kwargs) -> tf.Tensor:

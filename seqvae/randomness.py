@@ -82,8 +82,16 @@ def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
     return tf.where(keep, x * scale, tf.zeros_like(x))
 
 
-def categorical(logits: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """One draw per row of ``logits (B, V)`` via the Gumbel-max trick -> int32 ``(B,)``."""
-    noise = uniform(tf.shape(logits), seed)
+def categorical(logits: tf.Tensor, seed: tf.Tensor, rows: tf.Tensor | None = None,
+                total_rows=None) -> tf.Tensor:
+    """One draw per row of ``logits (B, V)`` via the Gumbel-max trick -> int32 ``(B,)``.
+
+    With ``rows`` (the rows' indices in a batch of ``total_rows``), each row gets the noise it
+    would get in the full batch, so a compacted batch draws the same samples.
+    """
+    if rows is None:
+        noise = uniform(tf.shape(logits), seed)
+    else:
+        noise = tf.gather(uniform(tf.stack([total_rows, tf.shape(logits)[1]]), seed), rows)
     gumbel = -tf.math.log(-tf.math.log(noise * (1.0 - 2e-7) + 1e-7))
     return tf.argmax(tf.cast(logits, tf.float32) + gumbel, axis=-1, output_type=tf.int32)
