@@ -35,18 +35,7 @@ RUN_FORMAT = "seqvae-run-1"
 
 def write_json_atomic(path: str, value: Any) -> None:
     """Writes JSON to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(value, out, indent=2, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        publish_file(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_text_atomic(path, json.dumps(value, indent=2, sort_keys=True))
 
 
 def publish_file(tmp: str, path: str) -> None:

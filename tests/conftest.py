@@ -25,3 +25,18 @@ def tiny_config(**model) -> Config:
 @pytest.fixture
 def smiles():
     return list(SMILES)
+
+
+def train_tiny_run(folder, steps: int = 20):
+    """Trains ``tiny_config`` on SMILES for ``steps`` steps into ``folder/run``; the loaded Run."""
+    import dataclasses
+
+    from seqvae.run import load_run
+    from seqvae.train import train
+
+    config = tiny_config()
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=steps,
+                                                                   epochs=1000))
+    run_dir = str(folder / "run")
+    train(config, run_dir, data=SMILES)
+    return load_run(run_dir)

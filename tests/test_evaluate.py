@@ -6,13 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from conftest import SMILES, tiny_config
+from conftest import SMILES, train_tiny_run
 
 from seqvae import evaluate as ev
 from seqvae import inference, metrics
 from seqvae.errors import SeqvaeError
-from seqvae.run import load_run
-from seqvae.train import train
 
 # Held-out molecules written with the training set's tokens only.
 TEST = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1", "CC(C)(C)O",
@@ -23,12 +21,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    config = tiny_config()
-    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=20,
-                                                                   epochs=1000))
-    run_dir = str(tmp_path_factory.mktemp("evaluate") / "run")
-    train(config, run_dir, data=SMILES)
-    return load_run(run_dir)
+    return train_tiny_run(tmp_path_factory.mktemp("evaluate"))
 
 
 # --- vae_quality ---------------------------------------------------------------------------------

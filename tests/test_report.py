@@ -1,6 +1,5 @@
 """Tests for seqvae.report: plots are valid PNGs, files hold what they should, tables read well."""
 
-import dataclasses
 import json
 import math
 import os
@@ -9,12 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SMILES, tiny_config
+from conftest import train_tiny_run
 
 from seqvae import inference, metrics, report
 from seqvae.errors import SeqvaeError
-from seqvae.run import load_run, read_jsonl
-from seqvae.train import train
+from seqvae.run import read_jsonl
 
 TEST = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl"]
 SAMPLES = ["CCO", "", "C1CC", "c1ccccc1", "CCO"]  # an empty decoding and an invalid one included
@@ -32,12 +30,7 @@ def assert_png(path: str) -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    config = tiny_config()
-    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=20,
-                                                                   epochs=1000))
-    run_dir = str(tmp_path_factory.mktemp("report") / "run")
-    train(config, run_dir, data=SMILES)
-    return load_run(run_dir)
+    return train_tiny_run(tmp_path_factory.mktemp("report"))
 
 
 def results_for(run) -> dict:
