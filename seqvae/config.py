@@ -40,6 +40,7 @@ class ModelConfig:
     decoder_dropout: float = 0.0  # dropout between decoder layers (training only)
     decoder_input: str = "teacher_forcing"  # teacher_forcing | free_running | latent_only
     z_conditioning: str = "both"  # init (z -> initial states) | concat (z at every step) | both
+    init_per_layer: bool = True  # init: one z -> state map per decoder layer (False: one shared, MOSES)
     embedding_dim: int = 0  # learned token embedding size; 0 = fixed one-hot (MOSES default)
 
     def __post_init__(self) -> None:

@@ -268,14 +268,16 @@ class Decoder(keras.Model):
                                       first_dim if i == 0 else config.decoder_units,
                                       name=f"gru_{i}") for i in range(config.decoder_layers)])
         if self.uses_init:
-            self.dense_init = keras.layers.Dense(config.decoder_units * config.decoder_layers,
-                                                 name="z_to_state")
+            layers = config.decoder_layers if config.init_per_layer else 1
+            self.dense_init = keras.layers.Dense(config.decoder_units * layers, name="z_to_state")
         self.dense_logits = keras.layers.Dense(vocab_size, name="logits")
 
     # -- pieces shared by the full-sequence pass, the free-running loop and the samplers --------
 
     def initial_states(self, z: tf.Tensor) -> list[tf.Tensor]:
         """One ``(B, H)`` state per layer: a linear map of z (init) or zeros."""
+        if self.uses_init and not self.config.init_per_layer:  # MOSES: one state for every layer
+            return [self.dense_init(z)] * self.config.decoder_layers
         if self.uses_init:
             return tf.split(self.dense_init(z), self.config.decoder_layers, axis=-1)
         zeros = tf.zeros([tf.shape(z)[0], self.config.decoder_units], z.dtype)

@@ -30,6 +30,7 @@ def test_every_weight_gets_a_gradient_eager_graph_xla(decoder_input, z_condition
 
 
 @pytest.mark.parametrize("encoder,extra", [("gru", {"encoder_bidirectional": True, "encoder_layers": 2}),
+                                           ("gru", {"init_per_layer": False}),
                                            ("conv", {"encoder_layers": 2}),
                                            ("dense", {}),
                                            ("gru", {"embedding_dim": 6})])
