@@ -1,7 +1,8 @@
 """Training and sampling throughput of seqvae against the MOSES VAE (PyTorch), in one run.
 
-Three long-lived worker processes hold one model each: seqvae (TensorFlow), MOSES as shipped
-(PyTorch, glibc malloc) and MOSES with jemalloc preloaded. They train on the same molecules in
+Long-lived worker processes hold one model each: seqvae (TensorFlow; a second one in bfloat16
+with --precision mixed_bfloat16), MOSES as shipped (PyTorch, glibc malloc) and MOSES with
+jemalloc preloaded. They train on the same molecules in
 the same batches, and the orchestrator lets them run in turns, A B C A B C ..., so a change of
 the machine's load falls on every configuration alike. Warm-up steps are not timed. Each worker
 answers JSON commands, one line each, on its stdin/stdout; its stderr goes to a log file.
@@ -18,6 +19,7 @@ import importlib.util
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,11 +35,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from seqvae.config import Config, ModelConfig, TrainConfig  # noqa: E402
 from seqvae.tokenizers import Vocabulary  # noqa: E402
 
-# MOSES's default VAE (moses.vae.config with freeze_embeddings) in seqvae's terms.
+# MOSES's default VAE (moses.vae.config with freeze_embeddings) in seqvae's terms; like MOSES,
+# one z -> state map whose state starts every decoder layer (init_per_layer=False).
 MODEL = ModelConfig(encoder="gru", encoder_units=256, encoder_layers=1,
                     encoder_bidirectional=False, latent_dim=128, decoder_units=512,
-                    decoder_layers=3, z_conditioning="both", decoder_input="teacher_forcing",
-                    embedding_dim=0)
+                    decoder_layers=3, z_conditioning="both", init_per_layer=False,
+                    decoder_input="teacher_forcing", embedding_dim=0)
 KL_WEIGHT = 0.05  # MOSES's kl_w_end; the weight does not change the cost of a step
 SAMPLE_MAX_LEN = 100
 JEMALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
@@ -65,7 +68,9 @@ def flops_per_token(model: ModelConfig, vocab_size: int) -> dict[str, int]:
 
 
 def initial_state_gap(model: ModelConfig) -> int:
-    """Parameters seqvae has and MOSES lacks: one z -> state map per decoder layer, not one shared."""
+    """Parameters seqvae has and MOSES lacks: with ``init_per_layer`` a z -> state map per layer."""
+    if not model.init_per_layer:
+        return 0
     return (model.decoder_layers - 1) * (model.latent_dim + 1) * model.decoder_units
 
 
@@ -96,8 +101,17 @@ class SeqvaeWorker:
         self.model, optimizer, counters = build_training(config, ids.shape[1], spec["vocab_size"], total)
         self.bf16 = _computes_in_bfloat16(self.model)
         self.train_step = make_train_step(self.model, optimizer, train, total, counters)
-        self.sample_model, self.sample_note = self.model, "untrained benchmark model"
-        if spec["run_dir"]:
+        if not spec["run_dir"]:
+            # A fresh model, not the one being trained: its samples, and so the number of
+            # decoding steps before all have ended, must not depend on --warmup/--rounds/--steps.
+            import keras
+
+            from seqvae.model import SequenceVAE
+
+            keras.utils.set_random_seed(spec["seed"] + 1)
+            self.sample_model = SequenceVAE(MODEL, spec["vocab_size"], ids.shape[1]).build_weights()
+            self.sample_note = "untrained model (fresh initial weights)"
+        else:
             from seqvae.run import load_run
 
             run = load_run(spec["run_dir"])
@@ -105,7 +119,7 @@ class SeqvaeWorker:
             self.sample_note = f"trained run {spec['run_dir']}"
             if run.config.model != MODEL:
                 self.sample_note += " (its architecture differs from the benchmark's)"
-        self.sampler = tf.function(self._sample, jit_compile=spec["jit"])
+        self.sampler = tf.function(self._sample)  # not XLA: compaction changes the batch shape
 
     def info(self) -> dict:
         params = sum(int(np.prod(v.shape)) for v in self.model.trainable_variables)
@@ -137,12 +151,13 @@ class SeqvaeWorker:
     def sample(self, num: int, seed: int) -> dict:
         tf = self.tf
         start = time.perf_counter()
-        # num as a tensor: one trace for every count (XLA still compiles once per count).
+        # num as a tensor: one trace for every count.
         ids = self.sampler(tf.constant(num), tf.constant([seed, 0], tf.int32)).numpy()
         seconds = time.perf_counter() - start
         is_eos = ids == Vocabulary.eos_id
         length = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), ids.shape[1])
-        return {"seconds": seconds, "num": num, "mean_length": float(length.mean())}
+        return {"seconds": seconds, "num": num, "mean_length": float(length.mean()),
+                "longest": int(length.max())}
 
     def matmul_peak(self, repeats: int) -> dict:
         """Best GFLOP/s of a square matmul in float32 and bfloat16 (the machine's matmul peak)."""
@@ -294,7 +309,9 @@ class MosesWorker:
         texts = self.model.sample(num, max_len=SAMPLE_MAX_LEN)
         seconds = time.perf_counter() - start
         self.model.train()
-        return {"seconds": seconds, "num": num, "mean_length": float(np.mean([len(t) for t in texts]))}
+        lengths = [len(t) for t in texts]
+        return {"seconds": seconds, "num": num, "mean_length": float(np.mean(lengths)),
+                "longest": max(lengths)}
 
 
 def worker_main(kind: str, spec_path: str) -> None:
@@ -338,7 +355,8 @@ class Worker:
 
     def __init__(self, label: str, kind: str, spec_path: str, log_dir: str, env: dict | None = None):
         self.label = label
-        self.log_path = os.path.join(log_dir, f"{kind}-{len(os.listdir(log_dir))}.log")
+        slug = label.lower().replace(" + ", "-").replace(" ", "-")
+        self.log_path = os.path.join(log_dir, f"{slug}.log")
         full_env = {**os.environ, **(env or {}), "BENCH_SPAWNED_AT": repr(time.time())}
         self.process = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", kind, "--spec", spec_path],
@@ -443,6 +461,7 @@ def prepare(args, folder: str) -> tuple[str, dict]:
 def run(args) -> None:
     """Sets the workers up one at a time, then alternates their timed rounds; prints the table."""
     folder = tempfile.mkdtemp(prefix="seqvae-bench-")
+    load_at_start = os.getloadavg()[0]
     spec_path, facts = prepare(args, folder)
     preload = jemalloc_path()
     configs = [("seqvae fp32", "seqvae", None), ("MOSES as shipped", "moses", None)]
@@ -469,9 +488,8 @@ def run(args) -> None:
             done = worker.call("precompile", first=timed_first, count=args.rounds * args.steps)
             print(f"bench: {label}: XLA compiled {done['shapes']} batch shapes in "
                   f"{done['seconds']:.1f} s (untimed)", file=sys.stderr)
-        worker.call("sample", num=64, seed=0)  # traces / warms the sampler, untimed
-        if args.jit and label.startswith("seqvae"):
-            worker.call("sample", num=args.samples, seed=0)  # XLA compiles per batch shape
+        if label != "seqvae bf16":  # samples in float32 like seqvae fp32: not timed twice
+            worker.call("sample", num=64, seed=0)  # traces / warms the sampler, untimed
 
     train = {label: [] for label in workers}
     sample = {label: [] for label in workers}
@@ -486,8 +504,11 @@ def run(args) -> None:
                 peaks.append(worker.call("matmul_peak", repeats=3))
         if r < args.sample_rounds:
             for label, worker in workers.items():
-                sample[label].append(worker.call("sample", num=args.samples, seed=r + 1))
+                if label != "seqvae bf16":
+                    sample[label].append(worker.call("sample", num=args.samples, seed=r + 1))
     memory = {label: worker.close()["max_rss_mib"] for label, worker in workers.items()}
+    facts["load"] = (load_at_start, os.getloadavg()[0])
+    shutil.rmtree(folder)  # kept when a worker fails: its log is named in the message
     report(args, facts, setup, train, sample, peaks, memory)
 
 
@@ -502,7 +523,13 @@ def report(args, facts, setup, train, sample, peaks, memory) -> None:
           f"batch {args.batch_size}, {args.warmup} warm-up step(s), {args.rounds} rounds x "
           f"{args.steps} timed step(s), alternating; {args.samples} prior samples x "
           f"{min(args.sample_rounds, args.rounds)} round(s), max_len {SAMPLE_MAX_LEN}"
-          f"{'; seqvae under XLA (--jit)' if args.jit else ''}")
+          f"{'; seqvae training step under XLA (--jit)' if args.jit else ''}")
+    cores = os.cpu_count() or 1
+    print(f"load average (1 min) at start {facts['load'][0]:.2f}, at the end {facts['load'][1]:.2f}, "
+          f"{cores} cores")
+    if facts["load"][0] > 0.75 * cores:
+        print("WARNING: the machine was busy before the benchmark started; other jobs share the "
+              "cores, and MOSES's OpenMP threads suffer more from that than TensorFlow's")
     print(f"vocabulary: seqvae (atom tokens) {facts['seqvae_vocab']}, MOSES CharVocab "
           f"{facts['moses_vocab']}; both models built with V={facts['vocab_size']}")
     print(f"tokens per molecule: seqvae {facts['seqvae_tokens']:.1f} (incl. <eos>), "
@@ -517,30 +544,34 @@ def report(args, facts, setup, train, sample, peaks, memory) -> None:
         rates = _rates(train[label])
         medians[label] = statistics.median(rates)
         sampling[label] = statistics.median(_rates(sample[label], "num")) if sample[label] else float("nan")
-        print("{:<18} {:>26} {:>13.1f} {:>10.0f} {:>10.1f} {:>12,}".format(
-            label, f"{medians[label]:.1f} ({min(rates):.1f}-{max(rates):.1f})", sampling[label],
+        shown = "-" if sampling[label] != sampling[label] else f"{sampling[label]:.1f}"  # NaN: none
+        print("{:<18} {:>26} {:>13} {:>10.0f} {:>10.1f} {:>12,}".format(
+            label, f"{medians[label]:.1f} ({min(rates):.1f}-{max(rates):.1f})", shown,
             memory[label], setup[label]["first_step_s"], setup[label]["params"]))
 
     moses = [label for label in train if label.startswith("MOSES")]
     fast_train = max(moses, key=medians.get)
     fast_sample = max(moses, key=sampling.get)
     moses_setup = setup["MOSES as shipped"]
-    gap = seqvae_setup["params"] - moses_setup["params"]
+    gap, expected = seqvae_setup["params"] - moses_setup["params"], initial_state_gap(MODEL)
+    why = ("equal" if gap == 0 else
+           f"difference {gap:,}: seqvae maps z to a state per decoder layer, MOSES to one state "
+           f"for all {MODEL.decoder_layers}" if gap == expected else
+           f"difference {gap:,}, UNEXPLAINED (expected {expected:,})")
     print(f"\nparameters: seqvae {seqvae_setup['params']:,}, MOSES {moses_setup['params']:,} trainable "
-          f"(+{moses_setup['frozen_params']:,} frozen one-hot embedding); difference {gap:,}: "
-          f"seqvae maps z to an initial state per decoder layer, MOSES to one state shared by "
-          f"all {MODEL.decoder_layers} (expected {initial_state_gap(MODEL):,}"
-          f"{'' if gap == initial_state_gap(MODEL) else ', UNEXPLAINED REST'})")
+          f"(+{moses_setup['frozen_params']:,} frozen one-hot embedding): {why}")
     for label in moses:
         info = setup[label]
         print(f"{label}: torch threads {info['torch_threads']}, jemalloc loaded: {info['jemalloc_loaded']}")
     if not any(label.startswith("MOSES + jemalloc") for label in train):
         print("MOSES + jemalloc: skipped (libjemalloc.so.2 not found; apt-get install -y libjemalloc2)")
-    lengths = {label: statistics.mean(r["mean_length"] for r in sample[label]) for label in sample if sample[label]}
+    lengths = {label: statistics.mean(r["mean_length"] for r in rounds)
+               for label, rounds in sample.items() if rounds}
+    longest = max((r["longest"] for r in sample.get("seqvae fp32", [])), default=0)
     print(f"sampling: seqvae from the {seqvae_setup['sample_note']}, mean length "
-          f"{lengths.get('seqvae fp32', float('nan')):.1f} tokens; MOSES untrained (its loop always "
-          f"runs {SAMPLE_MAX_LEN - 1} steps), mean length "
-          f"{lengths.get(fast_sample, float('nan')):.1f} characters")
+          f"{lengths.get('seqvae fp32', float('nan')):.1f} tokens, loop stopped after the longest, "
+          f"{longest} steps; MOSES untrained (its loop always runs {SAMPLE_MAX_LEN - 1} steps), "
+          f"mean length {lengths.get(fast_sample, float('nan')):.1f} characters")
 
     print(f"\nFLOPs per real token (forward; backward counted as 2x): {forward:,} = "
           + " + ".join(f"{name} {value:,}" for name, value in per_token.items()))
@@ -557,8 +588,8 @@ def report(args, facts, setup, train, sample, peaks, memory) -> None:
     if args.precision != "mixed_bfloat16":
         print("train_bf16: not requested (--precision mixed_bfloat16)")
     elif "seqvae bf16" not in train:
-        print("train_bf16: seqvae does not train in mixed_bfloat16 yet (train.precision is not "
-              "applied by build_training), so there is no bf16 number")
+        print("train_bf16: with train.precision=mixed_bfloat16 no seqvae layer computes in "
+              "bfloat16 (this seqvae does not apply it), so there is no bf16 number")
     shipped = "MOSES as shipped"
     print(f"against {shipped}: train_fp32={medians['seqvae fp32'] / medians[shipped]:.3f} "
           f"sample={sampling['seqvae fp32'] / sampling[shipped]:.3f}")
@@ -571,15 +602,17 @@ def report(args, facts, setup, train, sample, peaks, memory) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="1 warm-up step, 2 rounds of 1 step, 1 sampling round")
+                        help="2 warm-up steps, 2 rounds of 1 step, 1 sampling round")
     parser.add_argument("--rounds", type=int, default=4, help="timed rounds per configuration")
-    parser.add_argument("--steps", type=int, default=3, help="timed training steps per round")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed training steps first")
+    parser.add_argument("--steps", type=int, default=2, help="timed training steps per round")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed training steps first (both need about 3 to settle)")
     parser.add_argument("--sample-rounds", type=int, default=2, help="rounds that also sample")
     parser.add_argument("--samples", type=int, default=2000, help="prior samples per sampling round")
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jit", action="store_true", help="seqvae with jit_compile (XLA)")
+    parser.add_argument("--jit", action="store_true",
+                        help="seqvae's training step with jit_compile (XLA); sampling stays a tf.function")
     parser.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32",
                         help="mixed_bfloat16 adds a seqvae bf16 configuration")
     parser.add_argument("--run-dir", help="sample from this trained seqvae run (seqvae.run.load_run)")
@@ -589,7 +622,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         return worker_main(args.worker, args.spec)
     if args.quick:
-        args.rounds, args.steps, args.warmup, args.sample_rounds = 2, 1, 1, 1
+        args.rounds, args.steps, args.warmup, args.sample_rounds = 2, 1, 2, 1
     if min(args.rounds, args.steps, args.warmup, args.sample_rounds, args.samples, args.batch_size) < 1:
         parser.error("--rounds, --steps, --warmup, --sample-rounds, --samples and --batch-size "
                      "must be at least 1")
