@@ -2,9 +2,9 @@
 
 Long-lived worker processes hold one model each: seqvae (TensorFlow; a second one in bfloat16
 with --precision mixed_bfloat16), MOSES as shipped (PyTorch, glibc malloc) and MOSES with
-jemalloc preloaded. They train on the same molecules in
-the same batches, and the orchestrator lets them run in turns, A B C A B C ..., so a change of
-the machine's load falls on every configuration alike. Warm-up steps are not timed. Each worker
+jemalloc preloaded. They train on the same molecules in the same batches, and the orchestrator
+lets them run in turns, A B C A B C ..., so a change of the machine's load falls on every
+configuration alike. Warm-up steps are not timed. Each worker
 answers JSON commands, one line each, on its stdin/stdout; its stderr goes to a log file.
 
 Run ``python bench/throughput.py --quick`` (see bench/README.md). The last line reads

@@ -20,6 +20,20 @@ from seqvae import randomness
 from seqvae.config import ModelConfig
 
 
+def matmul_last_axis(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
+    """``(..., D) @ (D, K) -> (..., K)`` as one 2-D matmul.
+
+    A batched ``tf.matmul`` of a 3-D tensor with a 2-D kernel broadcasts the kernel, and its
+    weight gradient materialises one ``(D, K)`` product per example before summing them (1.6 GB
+    and ~30% of a MOSES-sized step); flattening the leading axes keeps it one matmul each way.
+    """
+    if x.shape.rank == 2:
+        return tf.matmul(x, kernel)
+    leading = tf.shape(x)[:-1]
+    flat = tf.matmul(tf.reshape(x, [-1, tf.shape(x)[-1]]), kernel)
+    return tf.reshape(flat, tf.concat([leading, tf.shape(kernel)[-1:]], 0))
+
+
 @contextlib.contextmanager
 def precision_policy(precision: str = "float32"):
     """Layers built inside compute in ``precision`` (``float32``, ``mixed_bfloat16``,
@@ -76,7 +90,7 @@ class GRU(keras.layers.Layer):
         kernel = self.kernel if kernel_rows is None else self.kernel[kernel_rows[0]:kernel_rows[1]]
         if inputs.dtype.is_integer:
             return tf.gather(kernel, inputs) + self.bias[0]
-        return tf.matmul(inputs, tf.cast(kernel, inputs.dtype)) + tf.cast(self.bias[0], inputs.dtype)
+        return matmul_last_axis(inputs, tf.cast(kernel, inputs.dtype)) + tf.cast(self.bias[0], inputs.dtype)
 
     def step(self, x_proj: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
         """One time step: ``x_proj (B, 3H)``, ``state (B, H)`` -> new state ``(B, H)``."""
@@ -151,7 +165,7 @@ def _as_features(inputs: tf.Tensor, vocab_size: int, embedding: keras.layers.Lay
         return inputs
     if inputs.dtype.is_integer:
         return embedding(inputs)
-    return tf.matmul(inputs, embedding.embeddings)
+    return matmul_last_axis(inputs, tf.cast(embedding.embeddings, inputs.dtype))
 
 
 def sequence_mask(inputs: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
@@ -303,7 +317,7 @@ class Decoder(keras.Model):
         kernel = gru.kernel[:self.token_dim]
         if features.dtype.is_integer:
             return tf.gather(kernel, features)
-        return tf.matmul(tf.cast(features, kernel.dtype), kernel)
+        return matmul_last_axis(tf.cast(features, kernel.dtype), kernel)
 
     def start_tokens(self, batch_size: tf.Tensor) -> tf.Tensor:
         """First decoder inputs ``(B, V)``: one-hot ``<bos>``, or zeros when there is none."""
@@ -364,7 +378,12 @@ class Decoder(keras.Model):
                                              None if seed is None else randomness.fold_in(seed, i), training)
                 x_proj = gru.project(sequence)
             sequence, _ = gru.scan(x_proj, states[i])
-        return self.dense_logits(sequence)
+        return self.sequence_logits(sequence)
+
+    def sequence_logits(self, sequence: tf.Tensor) -> tf.Tensor:
+        """``(B, T, H) -> (B, T, V)`` through the output layer as one 2-D matmul."""
+        flat = self.dense_logits(tf.reshape(sequence, [-1, sequence.shape[-1]]))
+        return tf.reshape(flat, tf.concat([tf.shape(sequence)[:-1], [self.vocab_size]], 0))
 
     def _free_running(self, latent_proj, states, num_steps, training, seed):
         batch_size = tf.shape(latent_proj)[0]
