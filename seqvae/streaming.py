@@ -16,7 +16,6 @@ done and continues exactly.
 
 from __future__ import annotations
 
-import collections
 import glob
 import gzip
 import io
@@ -97,21 +96,24 @@ def is_validation(text: str, fraction: float) -> bool:
 def scan_corpus(files: list[str], tokenizer: str, vocab: Vocabulary | None = None) -> dict:
     """One streaming pass: vocabulary (unless given), longest sequence and line count."""
     tok = get_tokenizer(tokenizer)
-    counts: collections.Counter = collections.Counter()
-    longest, lines = 0, 0
-    for path in files:
-        for text in _lines(path):
-            tokens = tok.tokenize(text)
-            if vocab is None:
-                counts.update(tokens)
-            longest = max(longest, len(tokens))
-            lines += 1
-    if not lines:
-        raise SeqvaeError(f"{files[0]}: no sequences found")
+    stats = {"longest": 0, "lines": 0}
+
+    def token_lists():
+        for path in files:
+            for text in _lines(path):
+                tokens = tok.tokenize(text)
+                stats["longest"] = max(stats["longest"], len(tokens))
+                stats["lines"] += 1
+                yield tokens
+
     if vocab is None:
-        vocab = Vocabulary([t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-                            if t not in ("<pad>", "<bos>", "<eos>", "<unk>")])
-    return {"vocab": vocab, "max_len": longest + 1, "lines": lines}
+        vocab = Vocabulary.fit(token_lists())  # the same ordering as in-memory runs
+    else:
+        for _ in token_lists():
+            pass
+    if not stats["lines"]:
+        raise SeqvaeError(f"{files[0]}: no sequences found")
+    return {"vocab": vocab, "max_len": stats["longest"] + 1, "lines": stats["lines"]}
 
 
 class StreamingData:
