@@ -446,7 +446,8 @@ def prepare(args, folder: str) -> tuple[str, dict]:
     spec = {"seqvae_data": os.path.join(folder, "seqvae.npz"),
             "moses_data": os.path.join(folder, "moses.json"),
             "plan": [b.tolist() for b in plan], "batch_size": args.batch_size,
-            "bucket_width": 8, "vocab_size": vocab_size, "seed": args.seed, "jit": args.jit,
+            "bucket_width": Config(train=TrainConfig(jit_compile=args.jit)).bucket_width(),
+            "vocab_size": vocab_size, "seed": args.seed, "jit": args.jit,
             "run_dir": args.run_dir}
     path = os.path.join(folder, "spec.json")
     with open(path, "w") as handle:

@@ -102,24 +102,28 @@ class GRU(keras.layers.Layer):
         candidate = tf.tanh(x_c + reset * h_c)
         return update * state + (1.0 - update) * candidate
 
-    def scan(self, x_proj: tf.Tensor, initial_state: tf.Tensor,
-             mask: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    def scan(self, x_proj: tf.Tensor, initial_state: tf.Tensor, mask: tf.Tensor | None = None,
+             time_major: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
         """Runs the recurrence over projected inputs.
 
         Args:
-          x_proj: ``(B, T, 3H)`` from ``project``.
+          x_proj: ``(B, T, 3H)`` from ``project`` (``(T, B, 3H)`` if time_major).
           initial_state: ``(B, H)``.
-          mask: optional bool ``(B, T)``; where False the state is carried unchanged.
+          mask: optional bool ``(B, T)`` (``(T, B)`` if time_major); where False the state is
+            carried unchanged.
+          time_major: inputs and outputs are time-major; callers that stack layers stay
+            time-major throughout and skip two transposes of ``(T, B, 3H)`` per layer.
 
         Returns:
-          outputs ``(B, T, H)`` and the last state ``(B, H)``.
+          outputs ``(B, T, H)`` (``(T, B, H)`` if time_major) and the last state ``(B, H)``.
         """
-        steps_major = tf.transpose(x_proj, [1, 0, 2])
+        steps_major = x_proj if time_major else tf.transpose(x_proj, [1, 0, 2])
         num_steps = tf.shape(steps_major)[0]
         inputs_ta = tf.TensorArray(x_proj.dtype, size=num_steps).unstack(steps_major)
         mask_ta = None
         if mask is not None:
-            mask_ta = tf.TensorArray(tf.bool, size=num_steps).unstack(tf.transpose(mask))
+            mask_ta = tf.TensorArray(tf.bool, size=num_steps).unstack(
+                mask if time_major else tf.transpose(mask))
         outputs_ta = tf.TensorArray(x_proj.dtype, size=num_steps)
 
         def body(t, state, outputs_ta):
@@ -131,13 +135,15 @@ class GRU(keras.layers.Layer):
         _, last, outputs_ta = tf.while_loop(
             lambda t, *_: t < num_steps, body, (tf.constant(0), initial_state, outputs_ta),
             maximum_iterations=num_steps)
-        return tf.transpose(outputs_ta.stack(), [1, 0, 2]), last
+        outputs = outputs_ta.stack()
+        return (outputs if time_major else tf.transpose(outputs, [1, 0, 2])), last
 
-    def call(self, inputs, initial_state=None, step_mask=None):
+    def call(self, inputs, initial_state=None, step_mask=None, time_major=False):
         x_proj = self.project(inputs)
         if initial_state is None:
-            initial_state = tf.zeros([tf.shape(x_proj)[0], self.units], x_proj.dtype)
-        return self.scan(x_proj, initial_state, step_mask)
+            batch_size = tf.shape(x_proj)[1 if time_major else 0]
+            initial_state = tf.zeros([batch_size, self.units], x_proj.dtype)
+        return self.scan(x_proj, initial_state, step_mask, time_major)
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "input_dim": self.input_dim}
@@ -231,17 +237,20 @@ class Encoder(keras.Model):
 
     def _gru_summary(self, inputs, mask):
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
-        sequence = _as_features(inputs, self.vocab_size, self.embedding)
+        # time-major throughout: (T, B, ...) ids or features, no transposes between layers
+        steps_first = [1, 0] + list(range(2, inputs.shape.rank))
+        sequence = _as_features(tf.transpose(inputs, steps_first), self.vocab_size, self.embedding)
+        mask = tf.transpose(mask)
         finals = []
         for first in range(0, len(self.grus), self.directions):
             outputs, finals = [], []
             for direction, gru in enumerate(self.grus[first:first + self.directions]):
                 x = sequence
                 if direction == 1:  # reverse only the real part, padding stays at the end
-                    x = tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
-                out, last = gru(x, step_mask=mask)
+                    x = tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
+                out, last = gru(x, step_mask=mask, time_major=True)
                 if direction == 1:
-                    out = tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0)
+                    out = tf.reverse_sequence(out, lengths, seq_axis=0, batch_axis=1)
                 outputs.append(out)
                 finals.append(last)
             sequence = tf.concat(outputs, axis=-1)
@@ -367,21 +376,22 @@ class Decoder(keras.Model):
         latent_proj = self.latent_projection(z)
         if self.config.decoder_input == "free_running":
             return self._free_running(latent_proj, states, num_steps, training, seed)
+        # time-major (T, B, ...) throughout: no transposes of the (T, B, 3H) projections
         if self.config.decoder_input == "teacher_forcing":
-            x_proj = self.token_projection(decoder_inputs) + latent_proj[:, None, :]
+            x_proj = self.token_projection(tf.transpose(decoder_inputs)) + latent_proj[None]
         else:  # latent_only: the same input at every step
-            x_proj = tf.tile(latent_proj[:, None, :], [1, num_steps, 1])
+            x_proj = tf.tile(latent_proj[None], [num_steps, 1, 1])
         sequence = None
         for i, gru in enumerate(self.grus):
             if i > 0:
                 sequence = stateless_dropout(sequence, self.config.decoder_dropout,
                                              None if seed is None else randomness.fold_in(seed, i), training)
                 x_proj = gru.project(sequence)
-            sequence, _ = gru.scan(x_proj, states[i])
-        return self.sequence_logits(sequence)
+            sequence, _ = gru.scan(x_proj, states[i], time_major=True)
+        return tf.transpose(self.sequence_logits(sequence), [1, 0, 2])
 
     def sequence_logits(self, sequence: tf.Tensor) -> tf.Tensor:
-        """``(B, T, H) -> (B, T, V)`` through the output layer as one 2-D matmul."""
+        """``(..., H) -> (..., V)`` through the output layer as one 2-D matmul."""
         flat = self.dense_logits(tf.reshape(sequence, [-1, sequence.shape[-1]]))
         return tf.reshape(flat, tf.concat([tf.shape(sequence)[:-1], [self.vocab_size]], 0))
 

@@ -536,13 +536,12 @@ class _InMemoryData:
 
     def epoch(self, epoch: int, skip: int):
         """``(per-replica ids, global rows)`` for the rest of one epoch."""
-        dcfg, tcfg = self.config.data, self.config.train
+        dcfg, tcfg, width = self.config.data, self.config.train, self.config.bucket_width()
         plan = data_lib.batch_plan(self.lengths, tcfg.batch_size, tcfg.seed, epoch, dcfg.bucket)
-        self.fractions.append(data_lib.padding_fraction(self.lengths, plan, dcfg.bucket_width,
-                                                        self.max_len))
+        self.fractions.append(data_lib.padding_fraction(self.lengths, plan, width, self.max_len))
         batches = distribute_lib.distributed_batches(
             self.strategy, self.prepared.ids[self.prepared.train_index], self.lengths, plan[skip:],
-            dcfg.bucket_width)
+            width)
         return zip(batches, (len(batch) for batch in plan[skip:]))
 
     def validation(self):
@@ -550,7 +549,8 @@ class _InMemoryData:
         lengths = prepared.lengths[prepared.val_index]
         plan = data_lib.batch_plan(lengths, self.config.train.batch_size, self.config.train.seed, 0,
                                    dcfg.bucket)
-        return data_lib.make_dataset(prepared.ids[prepared.val_index], lengths, plan, dcfg.bucket_width)
+        return data_lib.make_dataset(prepared.ids[prepared.val_index], lengths, plan,
+                                     self.config.bucket_width())
 
     def padding_fraction(self) -> float | None:
         return float(np.mean(self.fractions)) if self.fractions else None
@@ -599,5 +599,5 @@ def _open_training_data(config: Config, data, stored, strict: bool, strategy):
     max_len = stored.max_len if stored else (config.data.max_len or scan["max_len"])
     stream = streaming.StreamingData(files, scan["vocab"], tokenizer, max_len, scan["lines"],
                                      config.train.batch_size, config.train.seed,
-                                     config.data.validation_fraction, config.data.bucket_width)
+                                     config.data.validation_fraction, config.bucket_width())
     return _StreamedData(stream, data)

@@ -71,7 +71,7 @@ def test_ints_are_accepted_for_floats():
     ({"train": {"learning_rate": 0.0}}, "train.learning_rate"),
     ({"train": {"word_dropout": 1.5}}, "train.word_dropout"),
     ({"data": {"validation_fraction": 1.0}}, "data.validation_fraction"),
-    ({"data": {"bucket_width": 0}}, "data.bucket_width"),
+    ({"data": {"bucket_width": -1}}, "data.bucket_width"),
     # Divisors of the training loop and schedules: 0 would crash it with ZeroDivisionError.
     ({"train": {"log_every": 0}}, "train.log_every must be at least 1"),
     ({"train": {"checkpoint_every": 0}}, "train.checkpoint_every must be at least 1"),
