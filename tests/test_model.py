@@ -54,8 +54,8 @@ def test_one_compiled_step_changes_every_weight():
     assert int(counters["step"].numpy()) == 1
 
 
-def test_hoisted_gru_matches_keras_gru():
-    """Our GRU is the Keras reset_after GRU with the input projection moved out of the loop."""
+def test_gru_matches_keras_gru():
+    """Our GRU is the Keras reset_after GRU (here projecting each step inside its loop)."""
     import keras
 
     x = tf.random.stateless_normal([3, 5, 4], seed=[1, 2])
@@ -69,6 +69,23 @@ def test_hoisted_gru_matches_keras_gru():
     ref_out, ref_last = reference(x)
     np.testing.assert_allclose(out.numpy(), ref_out.numpy(), atol=1e-5)
     np.testing.assert_allclose(last.numpy(), ref_last.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("z_conditioning", ["init", "concat", "both"])
+def test_one_loop_decoder_equals_layer_by_layer_scans(z_conditioning):
+    """Teacher forcing steps every layer in one loop; it equals running the layers one by one."""
+    config = tiny_config(z_conditioning=z_conditioning, decoder_layers=3, init_per_layer=True)
+    model = SequenceVAE(config.model, 12, 10).build_weights()
+    decoder = model.decoder
+    z = tf.random.stateless_normal([3, config.model.latent_dim], seed=[5, 6])
+    inputs = model.decoder_inputs(tf.constant([[5, 6, 7, 2, 0], [8, 2, 0, 0, 0], [9, 9, 9, 9, 2]]))
+    features = tf.one_hot(inputs, 12)
+    if decoder.uses_concat:
+        features = tf.concat([features, tf.tile(z[:, None], [1, 5, 1])], axis=-1)
+    for gru, state in zip(decoder.grus, decoder.initial_states(z)):
+        features, _ = gru.scan(features, state)
+    expected = decoder.dense_logits(features)
+    np.testing.assert_allclose(decoder(z, inputs), expected, atol=1e-5)
 
 
 def test_encoder_ignores_padding():
