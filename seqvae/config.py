@@ -271,7 +271,7 @@ def demo_config() -> Config:
     return Config(
         model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
                           decoder_layers=2, z_conditioning="both"),
-        data=DataConfig(tokenizer="smiles", limit=200_000),
+        data=DataConfig(tokenizer="smiles", limit=320_000),
         train=TrainConfig(batch_size=128, epochs=1, time_budget=720.0, learning_rate=1e-3,
                           lr_schedule="cosine", lr_min=1e-4, kl_schedule="linear",
                           kl_weight_end=0.02, kl_anneal_steps=1000, log_every=25,
