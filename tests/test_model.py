@@ -9,7 +9,7 @@ from conftest import tiny_config
 
 from seqvae import decoding, diagnostics
 from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS, ModelConfig
-from seqvae.model import GRU, SequenceVAE
+from seqvae.model import SequenceVAE
 from seqvae.train import compute_losses
 
 
@@ -52,23 +52,6 @@ def test_one_compiled_step_changes_every_weight():
     for old, variable in zip(before, model.trainable_variables):
         assert not np.array_equal(old, variable.numpy()), variable.path
     assert int(counters["step"].numpy()) == 1
-
-
-def test_gru_matches_keras_gru():
-    """Our GRU is the Keras reset_after GRU (here projecting each step inside its loop)."""
-    import keras
-
-    x = tf.random.stateless_normal([3, 5, 4], seed=[1, 2])
-    ours = GRU(6, 4)
-    reference = keras.layers.GRU(6, return_sequences=True, return_state=True)
-    reference(x)
-    reference.set_weights([ours.kernel.numpy(), ours.recurrent_kernel.numpy(),
-                           np.random.default_rng(0).normal(size=(2, 18)).astype(np.float32)])
-    ours.bias.assign(reference.get_weights()[2])
-    out, last = ours(x)
-    ref_out, ref_last = reference(x)
-    np.testing.assert_allclose(out.numpy(), ref_out.numpy(), atol=1e-5)
-    np.testing.assert_allclose(last.numpy(), ref_last.numpy(), atol=1e-5)
 
 
 @pytest.mark.parametrize("z_conditioning", ["init", "concat", "both"])
