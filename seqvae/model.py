@@ -237,12 +237,12 @@ class Decoder(keras.Model):
         Returns:
           logits ``(B, V)`` and the new list of states.
         """
-        x_proj = latent_proj if token_proj is None else latent_proj + token_proj
-        new_states = self._advance_layers(x_proj, states, training, seed)
+        new_states = self._advance_layers(token_proj, latent_proj, states, training, seed)
         return self.dense_logits(new_states[-1]), new_states
 
-    def _advance_layers(self, x_proj, states, training, seed):
-        """Every layer one step from the first layer's input projection ``(B, 3H)``: new states."""
+    def _advance_layers(self, token_proj, latent_proj, states, training, seed):
+        """Every layer one step (arguments as in ``step``): the new list of states ``(B, H)``."""
+        x_proj = latent_proj if token_proj is None else latent_proj + token_proj
         new_states = []
         for i, gru in enumerate(self.grus):
             if i > 0:
@@ -291,10 +291,8 @@ class Decoder(keras.Model):
 
         def body(t, states, top_ta):
             step_seed = None if seed is None else randomness.fold_in(seed, t)
-            x_proj = latent_proj
-            if tokens_ta is not None:
-                x_proj += self.token_projection(tokens_ta.read(t))
-            states = self._advance_layers(x_proj, states, training, step_seed)
+            token_proj = None if tokens_ta is None else self.token_projection(tokens_ta.read(t))
+            states = self._advance_layers(token_proj, latent_proj, states, training, step_seed)
             return t + 1, states, top_ta.write(t, states[-1])
 
         _, _, top_ta = tf.while_loop(
