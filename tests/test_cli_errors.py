@@ -78,22 +78,14 @@ def test_train_missing_file(tmp_path):
                "missing.smi: no such file")
 
 
-def test_train_empty_file(tmp_path):
-    (tmp_path / "empty.smi").write_bytes(b"")
-    user_error(["train", tmp_path / "empty.smi", "--out", tmp_path / "run", *tiny_args()],
-               "the file is empty")
-
-
-def test_train_binary_garbage(tmp_path):
-    (tmp_path / "garbage.smi").write_bytes(bytes(range(256)) * 8)
-    user_error(["train", tmp_path / "garbage.smi", "--out", tmp_path / "run", *tiny_args()],
-               "binary file")
-
-
-def test_train_not_utf8(tmp_path):
-    (tmp_path / "latin1.smi").write_bytes(b"CCO\nCCN\nC\xe9C\n")
-    user_error(["train", tmp_path / "latin1.smi", "--out", tmp_path / "run", *tiny_args()],
-               "latin1.smi:3: not UTF-8")
+@pytest.mark.parametrize("name, content, fragment", [
+    ("empty.smi", b"", "the file is empty"),
+    ("garbage.smi", bytes(range(256)) * 8, "binary file"),
+    ("latin1.smi", b"CCO\nCCN\nC\xe9C\n", "latin1.smi:3: not UTF-8"),
+])
+def test_train_unreadable_file(tmp_path, name, content, fragment):
+    (tmp_path / name).write_bytes(content)
+    user_error(["train", tmp_path / name, "--out", tmp_path / "run", *tiny_args()], fragment)
 
 
 INVALID = SMILES[:10] + ["C1CC", "CCO", "not_a_smiles"] + SMILES[10:]  # lines 11 and 13
