@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from seqvae.data import read_sequences
+from seqvae.data.sources import read_sequences
 
 
 def write_shards(folder: str, lines: list[str], shards: int = 4) -> str:

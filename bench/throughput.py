@@ -33,7 +33,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any TensorFlow impo
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from seqvae.config import Config, ModelConfig, TrainConfig  # noqa: E402
-from seqvae.tokenizers import Vocabulary  # noqa: E402
+from seqvae.data import batching
+from seqvae.data.vocabulary import Vocabulary  # noqa: E402
 
 # MOSES's default VAE (moses.vae.config with freeze_embeddings) in seqvae's terms; like MOSES,
 # one z -> state map whose state starts every decoder layer (init_per_layer=False).
@@ -82,8 +83,7 @@ class SeqvaeWorker:
     def __init__(self, spec: dict, precision: str):
         import tensorflow as tf
 
-        from seqvae import data as data_lib
-        from seqvae.train import build_training, make_train_step, planned_steps
+        from seqvae.training.loop import build_training, make_train_step, planned_steps
 
         self.tf = tf
         self.spec = spec
@@ -91,8 +91,8 @@ class SeqvaeWorker:
         ids, lengths = arrays["ids"], arrays["lengths"]
         plan = [np.asarray(b) for b in spec["plan"]]
         width = spec["bucket_width"]
-        self.padding = data_lib.padding_fraction(lengths, plan, width, ids.shape[1])
-        self.batches = list(data_lib.make_dataset(ids, lengths, plan, width))
+        self.padding = batching.padding_fraction(lengths, plan, width, ids.shape[1])
+        self.batches = list(batching.make_dataset(ids, lengths, plan, width))
         self.tokens = [int(lengths[b].sum()) for b in plan]
         train = TrainConfig(batch_size=spec["batch_size"], epochs=1, jit_compile=spec["jit"],
                             precision=precision, seed=spec["seed"])
@@ -106,13 +106,13 @@ class SeqvaeWorker:
             # decoding steps before all have ended, must not depend on --warmup/--rounds/--steps.
             import keras
 
-            from seqvae.model import SequenceVAE
+            from seqvae.model.vae import SequenceVAE
 
             keras.utils.set_random_seed(spec["seed"] + 1)
             self.sample_model = SequenceVAE(MODEL, spec["vocab_size"], ids.shape[1]).build_weights()
             self.sample_note = "untrained model (fresh initial weights)"
         else:
-            from seqvae.run import load_run
+            from seqvae.training.rundir import load_run
 
             run = load_run(spec["run_dir"])
             self.sample_model = run.model
@@ -144,9 +144,9 @@ class SeqvaeWorker:
         return {"shapes": len(seen), "seconds": time.perf_counter() - start}
 
     def _sample(self, num, seed):
-        from seqvae.decoding import sample_prior
+        from seqvae.model.decoding import sample_prior
 
-        return sample_prior(self.sample_model, num, seed=seed, max_len=SAMPLE_MAX_LEN)
+        return sample_prior(self.sample_model, num, seed=seed, batch_size=num, max_len=SAMPLE_MAX_LEN)
 
     def sample(self, num: int, seed: int) -> dict:
         tf = self.tf
@@ -417,8 +417,9 @@ def prepare(args, folder: str) -> tuple[str, dict]:
     """Molecules, both vocabularies, the batch plan; written for the workers. Returns the spec path."""
     import re
 
-    from seqvae.data import batch_plan, read_sequences
-    from seqvae.tokenizers import SMILES_PATTERN, SmilesTokenizer
+    from seqvae.data.batching import batch_plan
+    from seqvae.data.sources import read_sequences
+    from seqvae.data.tokenizers import SMILES_PATTERN, SmilesTokenizer
 
     texts = read_sequences("moses:train").texts
     seqvae_vocab = Vocabulary.fit(_token_chunks(texts, re.compile(SMILES_PATTERN + "|.", re.DOTALL)))

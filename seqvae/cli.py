@@ -39,11 +39,17 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
-def _build_config(args):
-    from seqvae.config import Config, demo_config, load_config
+def _build_config(args, stored=None):
+    """The config the arguments describe: ``--config`` or ``--preset`` (default demo, or the
+    stored run's config when resuming without either), then ``--set`` and the flags."""
+    from seqvae.config import load_config, preset_config
 
-    config = load_config(args.config) if args.config else (
-        demo_config() if args.preset == "demo" else Config())
+    if args.config:
+        config = load_config(args.config)
+    elif args.preset or stored is None:
+        config = preset_config(args.preset or "demo")
+    else:
+        config = stored
     overrides = list(args.set or [])
     if getattr(args, "stream", False):
         overrides.append("data.streaming=true")
@@ -59,31 +65,19 @@ def _build_config(args):
 
 
 def cmd_train(args) -> int:
-    from seqvae.train import train
+    from seqvae.training.loop import train
 
+    stored = None
     if args.resume:
-        from seqvae.run import read_run_files
+        from seqvae.training.rundir import read_run_files
 
-        stored = read_run_files(args.out)
-        config = stored.config
-        args.config = None
-        config = config.with_overrides(_stop_overrides(args))
-    else:
-        config = _build_config(args)
+        stored = read_run_files(args.out).config
+    config = _build_config(args, stored)  # train() refuses settings that differ from the run's
     summary = train(config, args.out, args.data, resume=args.resume, strict=args.strict,
                     strategy=args.strategy)
     _print_train_summary(summary)
     print(f"weights checksum {summary['weights_checksum']}")
     return 0
-
-
-def _stop_overrides(args) -> list[str]:
-    overrides = [s for s in (args.set or []) if s.startswith("train.")]
-    for flag, key in (("epochs", "train.epochs"), ("max_steps", "train.max_steps"),
-                      ("time_budget", "train.time_budget")):
-        if getattr(args, flag) is not None:
-            overrides.append(f"{key}={getattr(args, flag)}")
-    return overrides
 
 
 def _print_train_summary(summary: dict) -> None:
@@ -96,7 +90,7 @@ def _print_train_summary(summary: dict) -> None:
 
 
 def _load(run_dir: str):
-    from seqvae.run import load_run
+    from seqvae.training.rundir import load_run
 
     return load_run(run_dir)
 
@@ -104,7 +98,7 @@ def _load(run_dir: str):
 def _write_lines(lines, out: str | None) -> None:
     text = "".join(f"{line}\n" for line in lines)
     if out:
-        from seqvae.run import write_text_atomic
+        from seqvae.files import write_text_atomic
 
         write_text_atomic(out, text)
     else:
@@ -131,7 +125,7 @@ def cmd_sample(args) -> int:
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
                              greedy=args.greedy, seed=args.seed)
     if args.valid_only:
-        from seqvae.metrics import canonical_smiles
+        from seqvae.data.chemistry import canonical_smiles
 
         texts = [t for t in texts if canonical_smiles(t) is not None]
     if args.unique:
@@ -201,8 +195,8 @@ def cmd_reconstruct(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from seqvae.evaluate import evaluate, print_to_stderr
-    from seqvae.report import format_table
+    from seqvae.evaluation.evaluate import evaluate, print_to_stderr
+    from seqvae.evaluation.report import format_table
 
     results = evaluate(args.run_dir, n_samples=args.n, test=args.test,
                        test_scaffolds=args.test_scaffolds, train=args.train,
@@ -235,7 +229,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from seqvae import diagnostics
+    from seqvae.training import doctor
 
     if args.run_dir:
         run = _load(args.run_dir)
@@ -243,9 +237,9 @@ def cmd_doctor(args) -> int:
     else:
         config, vocab_size, max_len = _build_config(args), 30, 24
     precisions = ("float32", "mixed_bfloat16", "mixed_float16") if args.all_precisions else None
-    reports = diagnostics.doctor(config, vocab_size=vocab_size, max_len=max_len,
+    reports = doctor.doctor(config, vocab_size=vocab_size, max_len=max_len,
                                  all_modes=not args.only_config, precisions=precisions)
-    print(diagnostics.format_reports(reports))
+    print(doctor.format_reports(reports))
     return 0 if all(r.ok for r in reports) else 1
 
 
@@ -255,9 +249,10 @@ def cmd_demo(args) -> int:
 
     from seqvae import inference
     from seqvae.config import demo_config
-    from seqvae.metrics import fraction_unique, fraction_valid, remove_invalid
-    from seqvae.run import load_run
-    from seqvae.train import train
+    from seqvae.data.chemistry import remove_invalid
+    from seqvae.evaluation.moses_metrics import fraction_unique, fraction_valid
+    from seqvae.training.loop import train
+    from seqvae.training.rundir import load_run
 
     started = time.monotonic()
     config = demo_config().with_overrides(
@@ -294,8 +289,9 @@ EXAMPLES = {
 
 def _add_config_options(p, with_stop: bool = True) -> None:
     p.add_argument("--config", help="TOML or JSON config file (sections model, data, train)")
-    p.add_argument("--preset", choices=("demo", "moses"), default="demo",
-                   help="base configuration when no --config is given (default: demo)")
+    p.add_argument("--preset", choices=("demo", "moses"),
+                   help="base configuration when no --config is given: demo (default; a small "
+                   "model for 2 CPU cores) or moses (the MOSES VAE's architecture and training)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field, e.g. model.latent_dim=64 (repeatable)")
     if with_stop:

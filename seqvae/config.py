@@ -266,6 +266,33 @@ def load_config(path: str | os.PathLike) -> Config:
     return Config.from_dict(values, source=path)
 
 
+def moses_config() -> Config:
+    """The MOSES VAE's setting (Polykovskiy et al. 2020, ``moses/vae/config.py``): GRU-256
+    encoder, latent 128, 3 x GRU-512 decoder with one shared z -> state map, batch 512, Adam 3e-4,
+    clip 50, KL weight 0 -> 0.05; parameter count equal to MOSES's (4,552,478 on its vocabulary)."""
+    return Config(model=ModelConfig(init_per_layer=False))
+
+
+def preset_config(name: str) -> Config:
+    """``demo`` or ``moses`` (``--preset``)."""
+    presets = {"demo": demo_config, "moses": moses_config}
+    if name not in presets:
+        raise SeqvaeError(f"unknown preset {name!r}; choose one of: {', '.join(presets)}")
+    return presets[name]()
+
+
+STOP_FIELDS = ("train.epochs", "train.max_steps", "train.time_budget")  # how long, not what
+
+
+def config_differences(stored: Config, given: Config, ignore: tuple[str, ...] = STOP_FIELDS
+                       ) -> list[str]:
+    """``section.key: stored X, given Y`` for each field that differs, except ``ignore``."""
+    stored_values, given_values = stored.to_dict(), given.to_dict()
+    return [f"{section}.{key}: stored {value!r}, given {given_values[section][key]!r}"
+            for section, fields in stored_values.items() for key, value in fields.items()
+            if f"{section}.{key}" not in ignore and given_values[section][key] != value]
+
+
 def demo_config() -> Config:
     """The README's main job: a small SMILES VAE that trains in about 15 minutes on 2 cores."""
     return Config(

@@ -6,6 +6,11 @@ Signatures (tokenization and detokenization happen inside the graph):
 - ``decode(z: float32[N, latent_dim]) -> {sequences: string[N]}`` (greedy)
 - ``sample(n: int32, temperature: float32, seed: int64) -> {sequences: string[N]}``
 
+Strings are in the run's notation (``module.notation``): SMILES, characters or words, and
+**SELFIES for SELFIES runs**, in and out. SMILES <-> SELFIES conversion is Python code
+(``selfies``), which a SavedModel cannot carry; seqvae's own API converts for its users, so a
+client of a SELFIES export converts with ``selfies.encoder`` / ``selfies.decoder``.
+
 ``sample`` equals ``seqvae.inference.sample(run, n, temperature=..., seed=...)`` for
 ``n <= 1000`` (one decoding batch), and ``decode``/``encode`` equal ``inference.decode`` /
 ``inference.encode``. Serve it with TensorFlow Serving, e.g.::
@@ -24,10 +29,11 @@ import tempfile
 
 import tensorflow as tf
 
-from seqvae import decoding, randomness
+from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
+from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS
 from seqvae.errors import SeqvaeError
-from seqvae.run import Run, load_run
-from seqvae.streaming import graph_tokenize, lookup_table
+from seqvae.model import decoding, randomness
+from seqvae.training.rundir import Run, load_run
 
 
 class ExportModule(tf.Module):
@@ -40,6 +46,7 @@ class ExportModule(tf.Module):
         object.__setattr__(self, "model", run.model)
         self.model_variables = list(run.model.variables)
         self.tokenizer = run.info["tokenizer"]
+        self.notation = tf.Variable(self.tokenizer, trainable=False, name="notation")  # of the strings
         if self.tokenizer not in ("smiles", "selfies", "char", "word"):
             raise SeqvaeError(f"cannot export tokenizer {self.tokenizer!r}")
         self.max_len = run.max_len
@@ -56,8 +63,8 @@ class ExportModule(tf.Module):
     def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
         tokens = graph_tokenize(sequences, self.tokenizer)
         ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, tokens), tf.int32)
-        ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], 2)], axis=1)  # <eos>
-        dense = ids.to_tensor(default_value=0)
+        ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], EOS_ID)], axis=1)
+        dense = ids.to_tensor(default_value=PAD_ID)
         dense = dense[:, :self.max_len]  # longer inputs are cut (seqvae itself refuses them)
         return tf.pad(dense, [[0, 0], [0, self.max_len - tf.shape(dense)[1]]])
 
@@ -66,8 +73,8 @@ class ExportModule(tf.Module):
         return {"z_mean": z_mean, "z_log_var": z_log_var}
 
     def _texts(self, ids: tf.Tensor) -> tf.Tensor:
-        keep = tf.cumsum(tf.cast(tf.equal(ids, 2), tf.int32), axis=1, exclusive=True) == 0
-        keep &= ids > 3  # drop <pad>, <bos>, <eos>; <unk> would print as text: drop it too
+        keep = tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1, exclusive=True) == 0
+        keep &= ids >= len(SPECIAL_TOKENS)  # no <pad>, <bos>, <eos>; <unk> would print as text
         tokens = tf.ragged.boolean_mask(tf.gather(self.tokens, ids), keep)
         return tf.strings.reduce_join(tokens, axis=1, separator=" " if self.tokenizer == "word" else "")
 
@@ -82,7 +89,7 @@ class ExportModule(tf.Module):
     def _sample(self, n, temperature, seed):
         temperature = tf.maximum(temperature, 1e-3)  # 0 or less: (near-)greedy
         base = tf.stack([tf.cast(seed, tf.int32), 0])
-        z = randomness.normal(tf.stack([n, self.latent_dim]), randomness.fold_in(base, 7))
+        z = decoding.prior_z(n, self.latent_dim, base)
         return self._decode_with(z, False, temperature, randomness.fold_in(base, 0))
 
 

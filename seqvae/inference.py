@@ -1,90 +1,109 @@
 """Using a trained run: sample, encode, decode, reconstruct and interpolate.
 
-Each function takes a ``seqvae.run.Run`` loaded with ``load_run`` and works in batches through
-compiled ``tf.function`` s; texts come back in input order.
+Each function takes a ``seqvae.training.rundir.Run`` loaded with ``load_run`` and works in
+batches through compiled ``tf.function`` s; texts come back in input order. Texts go in and come
+out through ``seqvae.data.preparation`` (``encode_texts``, ``ids_to_texts``): SMILES for every
+molecule run, SELFIES runs included.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import Callable
+
 import numpy as np
 import tensorflow as tf
 
-from seqvae import decoding, randomness
-from seqvae.config import DataConfig
+from seqvae.data import sources
+from seqvae.data.preparation import EncodedTexts, encode_texts, ids_to_texts
+from seqvae.data.vocabulary import PAD_ID
 from seqvae.errors import SeqvaeError
-from seqvae.run import Run
-from seqvae.tokenizers import SelfiesTokenizer
+from seqvae.model import decoding, randomness
+from seqvae.training.rundir import Run
 
 
-def _compiled_decoder(run: Run, greedy: bool, temperature: float, top_k: int):
+def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0):
+    """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size."""
     model = run.model
 
     @tf.function(reduce_retracing=True)
-    def decode(z, seed):
+    def decode_ids(z, seed):
         return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                       temperature=temperature, top_k=top_k, seed=seed)
 
-    return decode
-
-
-def ids_to_texts(run: Run, ids: np.ndarray) -> list[str]:
-    """Decoded id rows -> texts (SMILES for SMILES and SELFIES runs)."""
-    texts = [run.tokenizer.detokenize(run.vocab.decode(row)) for row in np.asarray(ids)]
-    if run.info["tokenizer"] == "selfies":
-        texts = [_selfies_to_smiles(t) for t in texts]
-    return texts
-
-
-def _selfies_to_smiles(text: str) -> str:
-    try:
-        return SelfiesTokenizer.to_smiles(text)
-    except SeqvaeError:
-        return ""
+    return decode_ids
 
 
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
-           seed: int = 0, batch_size: int = 1000) -> list[str]:
-    """Decodes latent vectors ``z (N, latent_dim)`` into texts."""
+           seed: int = 0, batch_size: int = 1000,
+           progress: Callable[[str], None] | None = None) -> list[str]:
+    """Decodes latent vectors ``z (N, latent_dim)`` into texts.
+
+    Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch.
+    """
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
-    step = _compiled_decoder(run, greedy, temperature, top_k)
+    decode_ids = compiled_decoder(run, greedy, temperature, top_k)
     base = randomness.as_seed(seed)
     texts = []
     for i, start in enumerate(range(0, len(z), batch_size)):
-        ids = step(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i))
-        texts.extend(ids_to_texts(run, ids.numpy()))
+        ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i))
+        texts.extend(ids_to_texts(run.codec, ids.numpy()))
+        if progress is not None:
+            progress(f"decoded {len(texts)}/{len(z)}")
     return texts
 
 
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,
-           seed: int = 0, batch_size: int = 1000) -> list[str]:
-    """Draws ``num`` texts from the prior ``z ~ N(0, I)``; the same seed gives the same texts."""
-    z = randomness.normal([num, run.config.model.latent_dim], randomness.fold_in(randomness.as_seed(seed), 7))
+           seed: int = 0, batch_size: int = 1000,
+           progress: Callable[[str], None] | None = None) -> list[str]:
+    """Draws ``num`` texts from the prior ``z ~ N(0, I)``; the same seed gives the same texts.
+
+    z is ``decoding.prior_z(num, latent_dim, seed)``: the exported ``sample`` signature and
+    ``decoding.sample_prior`` draw the same.
+    """
+    z = decoding.prior_z(num, run.config.model.latent_dim, seed)
     return decode(run, z.numpy(), greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
-                  batch_size=batch_size)
+                  batch_size=batch_size, progress=progress)
 
 
-def encode_ids(run: Run, data, strict: bool = False):
-    """Reads ``data`` and encodes it with the run's vocabulary and maximum length."""
-    from seqvae.train import prepare_data
+def encode_ids(run: Run, data, strict: bool = False, skip: bool = False) -> EncodedTexts:
+    """Reads ``data`` (path, ``moses:SPLIT`` or list) and encodes it with the run's codec.
 
-    config = DataConfig(tokenizer=run.info["tokenizer"], column=run.config.data.column,
-                        max_len=run.max_len, validation_fraction=0.0)
-    return prepare_data(config, data, vocab=run.vocab, max_len=run.max_len, strict=strict,
-                        tokenizer=run.info["tokenizer"])
+    Invalid SMILES are left out with a note on stderr (``strict``: an error); unknown tokens and
+    over-long sequences are errors naming the line, or left out too with ``skip``.
+    """
+    seqs = sources.read_sequences(data, run.config.data.column)
+    policy = "skip" if skip else "raise" if strict else "skip_invalid"
+    encoded = encode_texts(run.codec, seqs.texts, on_error=policy, source=seqs.source,
+                           line_numbers=seqs.line_numbers,
+                           check_molecules=not seqs.source.startswith("moses:"))
+    if encoded.problems and not skip:
+        lines = ", ".join(message.split(": ", 1)[0] for message in encoded.messages[:5])
+        print(f"seqvae: skipped {len(encoded.problems)} invalid SMILES ({lines}"
+              f"{', ...' if len(encoded.problems) > 5 else ''}); use --strict to fail instead",
+              file=sys.stderr)
+    if not len(encoded.ids):
+        raise SeqvaeError(f"{seqs.source}: nothing to encode (no line can be encoded by this run)")
+    return encoded
+
+
+def encode_batches(run: Run, ids: np.ndarray, batch_size: int = 1000):
+    """``(z_mean, z_log_var)``, float32 ``(N, latent_dim)``, of encoded ids ``(N, T)``."""
+    encoder = tf.function(lambda batch: run.model.encoder(batch, training=False),
+                          reduce_retracing=True)
+    means, log_vars = [], []
+    for start in range(0, len(ids), batch_size):
+        mean, log_var = encoder(tf.constant(ids[start:start + batch_size]))
+        means.append(mean.numpy())
+        log_vars.append(log_var.numpy())
+    return np.concatenate(means).astype(np.float32), np.concatenate(log_vars).astype(np.float32)
 
 
 def encode(run: Run, data, strict: bool = False, batch_size: int = 1000):
     """Encodes sequences -> ``(z_mean, z_log_var)``, float32 ``(N, latent_dim)`` in input order."""
-    prepared = encode_ids(run, data, strict)
-    encoder = tf.function(lambda ids: run.model.encoder(ids, training=False), reduce_retracing=True)
-    means, log_vars = [], []
-    for start in range(0, len(prepared.ids), batch_size):
-        mean, log_var = encoder(tf.constant(prepared.ids[start:start + batch_size]))
-        means.append(mean.numpy())
-        log_vars.append(log_var.numpy())
-    return np.concatenate(means).astype(np.float32), np.concatenate(log_vars).astype(np.float32)
+    return encode_batches(run, encode_ids(run, data, strict).ids, batch_size)
 
 
 def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bool = False,
@@ -95,13 +114,13 @@ def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bo
     equals the input id; ``sequence_accuracy``: fraction of sequences decoded exactly. Reported
     from ``z = mean`` and averaged over ``num_samples`` draws ``z ~ q(z|x)``.
     """
-    prepared = encode_ids(run, data, strict)
-    mean, log_var = encode(run, data, strict, batch_size)
-    ids, mask = prepared.ids, prepared.ids != 0
-    step = _compiled_decoder(run, True, 1.0, 0)
+    ids = encode_ids(run, data, strict).ids
+    mean, log_var = encode_batches(run, ids, batch_size)
+    mask = ids != PAD_ID
+    decode_ids = compiled_decoder(run)
 
     def accuracy(z):
-        decoded = np.concatenate([step(tf.constant(z[s:s + batch_size]), tf.constant([0, 0])).numpy()
+        decoded = np.concatenate([decode_ids(tf.constant(z[s:s + batch_size]), tf.constant([0, 0])).numpy()
                                   for s in range(0, len(z), batch_size)])
         same = (decoded == ids) | ~mask
         return float((same & mask).sum() / mask.sum()), float(same.all(axis=1).mean())

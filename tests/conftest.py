@@ -31,8 +31,8 @@ def train_tiny_run(folder, steps: int = 20):
     """Trains ``tiny_config`` on SMILES for ``steps`` steps into ``folder/run``; the loaded Run."""
     import dataclasses
 
-    from seqvae.run import load_run
-    from seqvae.train import train
+    from seqvae.training.loop import train
+    from seqvae.training.rundir import load_run
 
     config = tiny_config()
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=steps,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqvae.cli import main
-from seqvae.run import RunLock
+from seqvae.training.rundir import RunLock
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1ccncc1", "CC(C)Cl", "OCC(O)CO", "CCBr",
           "C1CCCCC1", "c1ccc2ccccc2c1", "CC#N", "O=C=O", "CC(=O)Nc1ccc(O)cc1", "CCOC(=O)C",
@@ -247,7 +247,8 @@ def test_corrupted_run_dir(run_dir, tmp_path, name, content, fragment, index):
 
 def test_sample_and_encode_work(run_dir, tmp_path):
     code, out, err = cli(["sample", run_dir, "-n", "3", "--seed", "1"])
-    assert code == 0, err and len(out.splitlines()) == 3
+    assert code == 0, err
+    assert len(out.splitlines()) == 3, out
     data = write_smi(tmp_path / "q.smi", ["CCO", "c1ccccc1"])
     code, _, err = cli(["encode", run_dir, data, "--out", tmp_path / "z.npy"])
     assert code == 0, err

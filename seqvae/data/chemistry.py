@@ -1,0 +1,116 @@
+"""Molecules through RDKit: parsing, canonical SMILES, validity, and the properties seqvae
+reports (logP, QED, molecular weight, SA score). RDKit is imported lazily by each function."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Sequence
+
+from seqvae.errors import SeqvaeError
+
+if TYPE_CHECKING:
+    from rdkit.Chem import Mol
+
+
+def invalid_smiles(texts: Sequence[str]) -> list[int]:
+    """Indices of texts that RDKit cannot parse as SMILES."""
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    return [i for i, text in enumerate(texts) if Chem.MolFromSmiles(text) is None]
+
+
+def to_mol(smiles: str | Mol) -> Mol | None:
+    """Parses a SMILES string into a sanitized RDKit molecule (MOSES ``get_mol``).
+
+    Args:
+        smiles: A SMILES string, or an RDKit ``Mol``, which is returned unchanged.
+
+    Returns:
+        The molecule, or None when the string is empty, does not parse, or fails sanitization.
+    """
+    from rdkit import Chem
+
+    if not isinstance(smiles, str):
+        return smiles
+    if not smiles:
+        return None
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        return None
+    try:
+        Chem.SanitizeMol(mol)
+    except ValueError:
+        return None
+    return mol
+
+
+def canonical_smiles(smiles: str | Mol) -> str | None:
+    """RDKit's canonical SMILES of a molecule (MOSES ``canonic_smiles``), None if invalid."""
+    from rdkit import Chem
+
+    mol = to_mol(smiles)
+    return None if mol is None else Chem.MolToSmiles(mol)
+
+
+def remove_invalid(gen: Sequence[str], canonize: bool = True) -> list[str]:
+    """The valid molecules of ``gen`` in order, as canonical SMILES if ``canonize`` (MOSES)."""
+    from rdkit import rdBase
+
+    with rdBase.BlockLogs():
+        if canonize:
+            return [s for s in map(canonical_smiles, gen) if s is not None]
+        return [s for s in gen if to_mol(s) is not None]
+
+
+def _valid_mol(smiles: str | Mol) -> Mol:
+    mol = to_mol(smiles)
+    if mol is None:
+        raise SeqvaeError(f"not a valid molecule: {smiles!r}")
+    return mol
+
+
+def logp(smiles: str | Mol) -> float:
+    """Wildman-Crippen logP (RDKit ``Crippen.MolLogP``) of a SMILES string or Mol."""
+    from rdkit.Chem import Crippen
+
+    return Crippen.MolLogP(_valid_mol(smiles))
+
+
+def qed(smiles: str | Mol) -> float:
+    """Quantitative estimate of drug-likeness (RDKit ``QED.qed``), in [0, 1]."""
+    from rdkit.Chem import QED
+
+    return QED.qed(_valid_mol(smiles))
+
+
+def molecular_weight(smiles: str | Mol) -> float:
+    """Average molecular weight in daltons, hydrogens included (RDKit ``Descriptors.MolWt``)."""
+    from rdkit.Chem import Descriptors
+
+    return Descriptors.MolWt(_valid_mol(smiles))
+
+
+def sa_score(smiles: str | Mol) -> float:
+    """Synthetic accessibility score (Ertl & Schuffenhauer 2009), 1 (easy) to 10 (hard).
+
+    Uses RDKit Contrib's ``sascorer``, the same algorithm and fragment table MOSES ships.
+    """
+    return _sascorer().calculateScore(_valid_mol(smiles))
+
+
+def _sascorer() -> Any:
+    try:
+        from rdkit.Contrib.SA_Score import sascorer
+    except ImportError:
+        import importlib.util
+
+        from rdkit import RDConfig
+
+        path = os.path.join(RDConfig.RDContribDir, "SA_Score", "sascorer.py")
+        if not os.path.exists(path):
+            raise SeqvaeError(f"RDKit's SA_Score Contrib module is missing ({path})") from None
+        spec = importlib.util.spec_from_file_location("sascorer", path)
+        sascorer = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sascorer)
+    return sascorer

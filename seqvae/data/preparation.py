@@ -1,0 +1,283 @@
+"""Turning texts into the model's token ids: the one path every caller takes.
+
+``encode_texts`` is used by training (``prepare_data``), inference, evaluation and the command
+line: it converts SMILES to SELFIES for SELFIES runs, checks molecules with RDKit, tokenizes,
+maps tokens to ids with ``<eos>`` and pads. What it cannot encode it either reports with the
+source line (``on_error="raise"``) or leaves out and lists (``on_error="skip"``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from seqvae.config import DataConfig
+from seqvae.data import batching, chemistry, sources
+from seqvae.data.tokenizers import SelfiesTokenizer, get_tokenizer
+from seqvae.data.vocabulary import PAD_ID, Vocabulary
+from seqvae.errors import SeqvaeError
+
+MOLECULE_TOKENIZERS = ("smiles", "selfies")
+
+
+@dataclass(frozen=True)
+class TextCodec:
+    """What a run needs to turn texts into ids and back: vocabulary, tokenizer name, length.
+
+    Attributes:
+      vocab: the run's vocabulary.
+      tokenizer: ``smiles``, ``selfies``, ``char`` or ``word``.
+      max_len: padded length in tokens, ``<eos>`` included.
+    """
+
+    vocab: Vocabulary
+    tokenizer: str
+    max_len: int
+
+    @property
+    def molecules(self) -> bool:
+        """True for SMILES and SELFIES runs, whose texts are molecules."""
+        return self.tokenizer in MOLECULE_TOKENIZERS
+
+
+def is_selfies(text: str) -> bool:
+    """Whether a molecule text is already SELFIES (it starts with a bracketed symbol)."""
+    return text.startswith("[")
+
+
+def to_model_notation(text: str, tokenizer: str) -> str:
+    """The text as the tokenizer expects it: SMILES become SELFIES for SELFIES runs.
+
+    Raises:
+      SeqvaeError: a SMILES string that ``selfies`` cannot convert.
+    """
+    if tokenizer == "selfies" and not is_selfies(text):
+        return SelfiesTokenizer.from_smiles(text)
+    return text
+
+
+def invalid_smiles_rows(texts: Sequence[str], tokenizer: str) -> list[int]:
+    """Rows of a molecule run's texts that are SMILES RDKit cannot parse (SELFIES runs accept
+    SELFIES strings too; those are not SMILES and not checked here)."""
+    rows = [i for i, text in enumerate(texts) if not (tokenizer == "selfies" and is_selfies(text))]
+    return [rows[i] for i in chemistry.invalid_smiles([texts[i] for i in rows])]
+
+
+def ids_to_texts(codec: TextCodec, ids: np.ndarray) -> list[str]:
+    """Decoded id rows ``(N, T)`` -> texts, each read up to its ``<eos>``.
+
+    SELFIES runs give SMILES (``""`` where the symbols do not decode), so every molecule run
+    speaks SMILES to its users.
+    """
+    tokenizer = get_tokenizer(codec.tokenizer)
+    texts = [tokenizer.detokenize(codec.vocab.decode(row)) for row in np.asarray(ids)]
+    if codec.tokenizer == "selfies":
+        texts = [_selfies_to_smiles(text) for text in texts]
+    return texts
+
+
+def _selfies_to_smiles(text: str) -> str:
+    try:
+        return SelfiesTokenizer.to_smiles(text)
+    except SeqvaeError:
+        return ""
+
+
+@dataclass
+class EncodedTexts:
+    """The texts that could be encoded, in input order.
+
+    Attributes:
+      ids: int32 ``(N_kept, max_len)``, ``<eos>`` after each sequence, ``<pad>`` after that.
+      lengths: int32 ``(N_kept,)`` tokens per row, ``<eos>`` included.
+      kept: int ``(N_kept,)`` the input row of each encoded row.
+      texts: the kept input texts, as given (SMILES stay SMILES for SELFIES runs).
+      problems: ``(input row, kind, "SOURCE:LINE: problem")`` for each row left out; kind is
+        ``invalid`` (not a molecule), ``notation`` (no SELFIES for it), ``unknown_token`` or
+        ``too_long``.
+    """
+
+    ids: np.ndarray
+    lengths: np.ndarray
+    kept: np.ndarray
+    texts: list[str]
+    problems: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def messages(self) -> list[str]:
+        return [message for _, _, message in self.problems]
+
+
+def encode_texts(codec: TextCodec, texts: Sequence[str], *, on_error: str = "raise",
+                 check_molecules: bool = True, source: str = "input",
+                 line_numbers: Sequence[int] | None = None) -> EncodedTexts:
+    """Encodes texts with a run's vocabulary: the one path from text to ids.
+
+    A row is left out (``on_error="skip"``) or reported (``"raise"``) when it is not a valid
+    molecule (molecule runs, with ``check_molecules``), cannot be converted to SELFIES, holds a
+    token outside the vocabulary, or is longer than ``codec.max_len`` with its ``<eos>``.
+
+    Args:
+      codec: vocabulary, tokenizer and length.
+      texts: N texts.
+      on_error: ``"raise"`` (a ``SeqvaeError`` naming the first bad line), ``"skip"``, or
+        ``"skip_invalid"`` (leave out invalid molecules, raise on anything else).
+      check_molecules: parse molecules with RDKit first (off for data known to be valid).
+      source, line_numbers: how messages name a row (default: 1-based input position).
+
+    Returns:
+      ``EncodedTexts``; ``messages`` lists the rows left out.
+    """
+    if on_error not in ("raise", "skip", "skip_invalid"):
+        raise ValueError(f'on_error must be "raise", "skip" or "skip_invalid", got {on_error!r}')
+    lines = list(line_numbers) if line_numbers is not None else list(range(1, len(texts) + 1))
+    tokenizer = get_tokenizer(codec.tokenizer)
+    invalid = set()
+    if codec.molecules and check_molecules:
+        invalid = set(invalid_smiles_rows(texts, codec.tokenizer))
+    encoded, kept, problems = [], [], []
+    for row, text in enumerate(texts):
+        kind, problem = ("invalid", f"invalid SMILES {text[:60]!r}") if row in invalid else (None, None)
+        if kind is None:
+            kind, problem, ids = _encode_one(codec, tokenizer, text)
+        if kind is not None:
+            message = f"{source}:{lines[row]}: {problem}"
+            if on_error == "raise" or (on_error == "skip_invalid" and kind != "invalid"):
+                raise SeqvaeError(message)
+            problems.append((row, kind, message))
+            continue
+        encoded.append(ids)
+        kept.append(row)
+    ids = np.full((len(encoded), codec.max_len), PAD_ID, np.int32)
+    lengths = np.array([len(row) for row in encoded], np.int32)
+    for row, values in enumerate(encoded):
+        ids[row, :len(values)] = values
+    return EncodedTexts(ids, lengths, np.array(kept, np.int64), [texts[i] for i in kept], problems)
+
+
+def _encode_one(codec: TextCodec, tokenizer, text: str):
+    """``(kind, problem, None)`` or ``(None, None, ids with <eos>)`` for one text."""
+    try:
+        tokens = tokenizer.tokenize(to_model_notation(text, codec.tokenizer))
+    except SeqvaeError as error:
+        return "notation", str(error), None
+    unknown = next((token for token in tokens if token not in codec.vocab), None)
+    if unknown is not None:
+        return "unknown_token", f"token {unknown!r} is not in the run's vocabulary", None
+    if len(tokens) + 1 > codec.max_len:
+        return "too_long", (f"{len(tokens) + 1} tokens with <eos>, longer than the model's "
+                            f"maximum of {codec.max_len}"), None
+    return None, None, codec.vocab.encode(tokens)
+
+
+@dataclass
+class PreparedData:
+    """A training corpus, encoded once, and its train/validation split."""
+
+    codec: TextCodec
+    encoded: EncodedTexts
+    train_index: np.ndarray
+    val_index: np.ndarray
+    source: str
+    skipped: int = 0
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self.codec.vocab
+
+    @property
+    def tokenizer(self) -> str:
+        return self.codec.tokenizer
+
+    @property
+    def max_len(self) -> int:
+        return self.codec.max_len
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.encoded.ids
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.encoded.lengths
+
+    @property
+    def texts(self) -> list[str]:
+        return self.encoded.texts
+
+
+def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = None,
+                 seed: int = 0, strict: bool = False) -> PreparedData:
+    """Reads a training corpus, fits (or reuses) the vocabulary, and encodes it once.
+
+    Invalid SMILES lines are skipped with a note on stderr (``strict``: the first one is an
+    error); unknown tokens (with a given ``codec``) and over-long lines are errors that name
+    the line.
+
+    Args:
+      config: the data section.
+      data: a path, ``moses:SPLIT``, a list of strings or a numpy array; None = MOSES train.
+      codec: a stored run's vocabulary, tokenizer and length (resume); None fits them.
+      seed: seeds the validation split.
+      strict: fail on the first invalid SMILES instead of skipping invalid lines.
+    """
+    seqs = sources.read_sequences("moses:train" if data is None else data, config.column,
+                                  config.limit)
+    name = codec.tokenizer if codec else "word" if seqs.one_hot_classes else config.tokenizer
+    invalid = []
+    if name in MOLECULE_TOKENIZERS and not seqs.source.startswith("moses:"):  # MOSES is valid
+        invalid = invalid_smiles_rows(seqs.texts, name)
+        _report_invalid(seqs, invalid, strict)
+    if invalid:
+        drop = set(invalid)
+        keep = [i for i in range(len(seqs.texts)) if i not in drop]
+        seqs = sources.Sequences([seqs.texts[i] for i in keep],
+                                 [seqs.line_numbers[i] for i in keep], seqs.source)
+    codec = codec or _fit_codec(config, seqs)
+    encoded = encode_texts(codec, seqs.texts, on_error="raise", check_molecules=False,
+                           source=seqs.source, line_numbers=seqs.line_numbers)
+    train_index, val_index = batching.validation_split(len(encoded.ids), config.validation_fraction,
+                                                       seed)
+    return PreparedData(codec, encoded, train_index, val_index, seqs.source, len(invalid))
+
+
+def _fit_codec(config: DataConfig, seqs: sources.Sequences) -> TextCodec:
+    """Vocabulary and length fitted to the data (one-hot arrays: their classes)."""
+    if seqs.one_hot_classes:
+        vocab = Vocabulary([str(c) for c in range(seqs.one_hot_classes)])
+        longest = max(len(text.split()) for text in seqs.texts)
+        return TextCodec(vocab, "word", config.max_len or longest + 1)
+    name = config.tokenizer
+    tokenizer = get_tokenizer(name)
+    if seqs.source.startswith("moses:") and config.limit:
+        # A subset of MOSES still gets the vocabulary and length of the whole train split, so
+        # the run can encode and evaluate on the MOSES test splits.
+        seqs = sources.read_sequences("moses:train")
+    token_lists = []
+    for text in seqs.texts:
+        try:
+            token_lists.append(tokenizer.tokenize(to_model_notation(text, name)))
+        except SeqvaeError:
+            continue  # not convertible: reported when the row is encoded
+    if not token_lists:
+        raise SeqvaeError(f"{seqs.source}: no line can be tokenized with the {name} tokenizer")
+    longest = max(len(tokens) for tokens in token_lists)
+    return TextCodec(Vocabulary.fit(token_lists), name, config.max_len or longest + 1)
+
+
+def _report_invalid(seqs: sources.Sequences, bad: list[int], strict: bool) -> None:
+    """Invalid SMILES lines: an error (strict, or every line), else one note on stderr."""
+    if not bad:
+        return
+    lines = ", ".join(str(seqs.line_numbers[i]) for i in bad[:5])
+    if strict:
+        raise SeqvaeError(f"{seqs.source}:{seqs.line_numbers[bad[0]]}: invalid SMILES "
+                          f"{seqs.texts[bad[0]][:60]!r} ({len(bad)} invalid lines in all: {lines})")
+    if len(bad) == len(seqs.texts):
+        raise SeqvaeError(f"{seqs.source}: none of the {len(bad)} lines is a valid SMILES "
+                          f"(first: line {seqs.line_numbers[0]}); is this the right file or tokenizer?")
+    print(f"seqvae: skipped {len(bad)} invalid SMILES in {seqs.source} (lines {lines}"
+          f"{', ...' if len(bad) > 5 else ''}); use --strict to fail instead", file=sys.stderr)

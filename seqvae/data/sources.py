@@ -1,0 +1,193 @@
+"""Reading sequences from files, the bundled MOSES splits, Python lists and numpy arrays.
+
+Sources: ``.smi``/``.txt`` (first whitespace-separated column), ``.csv``/``.tsv`` (a named
+column), ``.npy`` one-hot ``(N, T, C)`` or class ids ``(N, T)`` (the classic example's format),
+any of the text formats gzipped, the bundled MOSES splits (``moses:train``, ``moses:test``,
+``moses:test_scaffolds``), Python lists of strings and numpy arrays.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqvae.data.moses import moses_split_file
+from seqvae.errors import SeqvaeError
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """Texts read from a source; ``line_numbers[i]`` is the 1-based line of ``texts[i]``."""
+
+    texts: list[str]
+    line_numbers: list[int]
+    source: str
+    one_hot_classes: int = 0  # > 0 when read from a .npy array: texts are class ids "0 3 1"
+
+
+def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
+    """Reads texts from a path, ``moses:SPLIT``, a list of strings or a numpy array.
+
+    Args:
+      source: see the module docstring.
+      column: column name for ``.csv``/``.tsv`` files.
+      limit: keep only the first ``limit`` sequences (0 = all).
+
+    Raises:
+      SeqvaeError: one line naming the file (and line) and the problem.
+    """
+    if isinstance(source, np.ndarray):
+        return _from_array(source, "array", limit)
+    if isinstance(source, (list, tuple)):
+        texts = [str(t) for t in source][: limit or None]
+        if not texts:
+            raise SeqvaeError("the list of sequences is empty")
+        return Sequences(texts, list(range(1, len(texts) + 1)), "list")
+    source = os.fspath(source)
+    if source.startswith("moses:"):
+        path = moses_split_file(source.split(":", 1)[1])
+        seqs = _read_table(path, "SMILES", limit, delimiter=",")
+        return Sequences(seqs.texts, seqs.line_numbers, source)
+    if not os.path.exists(source):
+        raise SeqvaeError(f"{source}: no such file")
+    if os.path.isdir(source):
+        raise SeqvaeError(f"{source}: is a directory, expected a data file")
+    if os.path.getsize(source) == 0:
+        raise SeqvaeError(f"{source}: the file is empty")
+    name = source[:-3] if source.endswith(".gz") else source
+    if name.endswith(".npy"):
+        try:
+            array = np.load(source, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as error:
+            raise SeqvaeError(f"{source}: not a readable .npy array ({str(error).splitlines()[0]})") from None
+        if not isinstance(array, np.ndarray):  # np.load opens a .npz archive whatever its name
+            array.close()
+            raise SeqvaeError(f"{source}: is a .npz archive, expected a single .npy array")
+        return _from_array(array, source, limit)
+    if name.endswith((".csv", ".tsv")):
+        return _read_table(source, column, limit, delimiter="\t" if name.endswith(".tsv") else ",")
+    return _read_lines(source, limit)
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    try:
+        head = raw.read(8192)
+    except (OSError, EOFError) as error:
+        raw.close()
+        raise SeqvaeError(f"{path}: cannot read ({error})") from None
+    if b"\x00" in head:
+        raw.close()
+        raise SeqvaeError(f"{path}: looks like a binary file, expected text with one sequence per line")
+    raw.seek(0)
+    # utf-8-sig drops the byte-order mark that spreadsheet programs put before the header.
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+
+
+def _decode_error(path: str) -> SeqvaeError:
+    """Names the first line that is not UTF-8.
+
+    The text reader decodes 8 KiB chunks ahead of the line it returns, so the failing line is
+    found by rereading the file as bytes (a UTF-8 sequence never contains a newline byte).
+    """
+    try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as raw:
+            for number, line in enumerate(raw, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return SeqvaeError(f"{path}:{number}: not UTF-8 text "
+                                       "(binary or wrongly encoded file)")
+    except (OSError, EOFError):
+        pass
+    return SeqvaeError(f"{path}: not UTF-8 text (binary or wrongly encoded file)")
+
+
+def _read_lines(path: str, limit: int) -> Sequences:
+    texts, numbers = [], []
+    with _open_text(path) as handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                fields = line.split()
+                if not fields or fields[0].startswith("#"):
+                    continue
+                texts.append(fields[0])
+                numbers.append(number)
+                if limit and len(texts) >= limit:
+                    break
+        except UnicodeDecodeError:
+            raise _decode_error(path) from None
+        except (OSError, EOFError) as error:
+            raise SeqvaeError(f"{path}: cannot read ({error})") from None
+    if not texts:
+        raise SeqvaeError(f"{path}: no sequences found (the file holds only blank or comment lines)")
+    return Sequences(texts, numbers, path)
+
+
+def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences:
+    texts, numbers = [], []
+    with _open_text(path) as handle:
+        try:
+            reader = csv.reader(handle, delimiter=delimiter)
+            header = next(reader, None)
+            if header is None:
+                raise SeqvaeError(f"{path}: the file is empty")
+            if column not in header:
+                shown = ", ".join(h if h.isprintable() else repr(h) for h in header[:10])
+                raise SeqvaeError(f"{path}:1: no column '{column}' in the header (columns: {shown}); "
+                                  "choose one with data.column")
+            index = header.index(column)
+            start = reader.line_num + 1  # file line where the next record starts
+            for row in reader:
+                line, start = start, reader.line_num + 1  # a quoted field may span lines
+                if len(row) <= index or not row[index].strip():
+                    continue
+                texts.append(row[index].strip())
+                numbers.append(line)
+                if limit and len(texts) >= limit:
+                    break
+        except UnicodeDecodeError:
+            raise _decode_error(path) from None
+        except csv.Error as error:
+            raise SeqvaeError(f"{path}:{reader.line_num}: malformed {('CSV', 'TSV')[delimiter == chr(9)]} ({error})") from None
+        except (OSError, EOFError) as error:
+            raise SeqvaeError(f"{path}: cannot read ({error})") from None
+    if not texts:
+        raise SeqvaeError(f"{path}: no sequences in column '{column}'")
+    return Sequences(texts, numbers, path)
+
+
+def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
+    """One-hot ``(N, T, C)`` (all-zero rows end a sequence) or class ids ``(N, T)`` -> texts."""
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise SeqvaeError(f"{source}: expected a numeric array, got dtype {array.dtype}")
+    if array.ndim == 3:
+        if array.shape[0] == 0 or array.shape[2] == 0:
+            raise SeqvaeError(f"{source}: empty one-hot array of shape {array.shape}")
+        values = array.astype(np.float32)
+        row_sums = values.sum(-1)
+        if not (np.all((values == 0) | (values == 1)) and np.all((row_sums == 0) | (row_sums == 1))):
+            raise SeqvaeError(f"{source}: a (N, T, C) array must be one-hot: each row all 0 or a single 1")
+        classes, ids = array.shape[2], values.argmax(-1)
+        ids = np.where(row_sums > 0, ids, -1)
+    elif array.ndim == 2:
+        if not np.issubdtype(array.dtype, np.integer):
+            raise SeqvaeError(f"{source}: a (N, T) array must hold integer class ids, got {array.dtype}")
+        if array.size == 0 or array.min() < -1:
+            raise SeqvaeError(f"{source}: class ids must be >= 0 (-1 marks padding)")
+        ids, classes = array, int(array.max()) + 1
+    else:
+        raise SeqvaeError(f"{source}: expected shape (N, T, C) one-hot or (N, T) class ids, "
+                          f"got {array.shape}")
+    ids = ids[: limit or None]
+    if not np.any(ids >= 0):
+        raise SeqvaeError(f"{source}: the array holds no tokens (every position is padding)")
+    texts = [" ".join(str(int(c)) for c in row if c >= 0) for row in ids]
+    return Sequences(texts, list(range(1, len(texts) + 1)), source, one_hot_classes=classes)
+
+

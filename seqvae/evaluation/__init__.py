@@ -1,0 +1,2 @@
+"""Evaluation of a trained run: MOSES metrics, the VAE's likelihood and latent statistics,
+reconstruction, and the report."""

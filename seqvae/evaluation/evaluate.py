@@ -1,0 +1,221 @@
+"""Evaluating a trained run: samples and their MOSES metrics, likelihood bounds, the latent space.
+
+``evaluate(run_dir)`` is what ``seqvae evaluate`` runs: it samples from the prior, scores the
+samples with ``moses_metrics``, measures the VAE itself on held-out sequences (``vae_quality``),
+runs the reconstruction protocol of Kusner et al. 2017 (``reconstruction``), and writes
+``RUN_DIR/report/`` (``report``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from seqvae import inference
+from seqvae.data import chemistry
+from seqvae.data.preparation import encode_texts
+from seqvae.data.sources import read_sequences
+from seqvae.errors import SeqvaeError
+from seqvae.evaluation import moses_metrics
+from seqvae.evaluation.reconstruction import reconstruction_protocol
+from seqvae.evaluation.vae_quality import posterior_and_bounds
+from seqvae.training.rundir import Run, load_run
+
+
+def _with_rate(report: Callable[[str], None]) -> Callable[[str], None]:
+    """Adds the rate since the first line to ``inference``'s progress lines."""
+    started = time.monotonic()
+
+    def with_rate(line: str) -> None:
+        done = int(line.split()[1].split("/")[0])
+        report(f"sampled {line.split()[1]} ({done / max(time.monotonic() - started, 1e-9):.0f}/s)")
+
+    return with_rate
+
+
+def print_to_stderr(line: str) -> None:
+    """The default progress callback: one ``seqvae evaluate:`` line on stderr."""
+    print(f"seqvae evaluate: {line}", file=sys.stderr, flush=True)
+
+
+# --- the VAE on held-out sequences ---------------------------------------------------------------
+
+
+# --- reconstruction ----------------------------------------------------------------------------
+
+
+# --- the whole evaluation ------------------------------------------------------------------------
+
+
+def _read_texts(source, column: str) -> list[str] | None:
+    if source is None:
+        return None
+    if isinstance(source, (list, tuple)):
+        return [str(t) for t in source]
+    return read_sequences(source, column).texts
+
+
+def _generation_metrics(samples: list[str], train, test, test_scaffolds, include_fcd: bool,
+                        progress, notes: list[str]) -> dict:
+    """``moses_metrics`` with None for (and a note on) the metrics whose reference is missing.
+
+    ``"default"`` references are MOSES's own splits (statistics cached per process).
+    """
+    missing = [name for name, ref in (("Test", test), ("TestSF", test_scaffolds)) if ref is None]
+    no_bits = np.zeros((0, moses_metrics.FINGERPRINT_BITS // 8), np.uint8)
+    empty = moses_metrics.ReferenceStats(0, no_bits, {}, {})
+    size = len(samples)
+    k = tuple(s for s in (1000, 10000) if s <= size) or (size,)
+    found: list[str] = []
+    values = moses_metrics.moses_metrics(
+            samples,
+            train=None if train == "default" else (train if train is not None else frozenset()),
+            test=empty if test is None else (None if test == "default" else test),
+            test_scaffolds=empty if test_scaffolds is None else (
+                None if test_scaffolds == "default" else test_scaffolds),
+            include_fcd=include_fcd, k=k, progress=progress, notes=found)
+    notes.extend(note for note in found
+                 if not any(note.startswith(f"FCD/{name} ") for name in missing))
+    for name, argument in (("Test", "test"), ("TestSF", "test_scaffolds")):
+        if name in missing:
+            for metric in ("FCD", "SNN", "Frag", "Scaf"):
+                values[f"{metric}/{name}"] = None
+            notes.append(f"FCD/{name}, SNN/{name}, Frag/{name}, Scaf/{name} not computed: "
+                         f"no {argument} set given")
+    if train is None:
+        values["Novelty"] = None
+        notes.append("Novelty not computed: no train set given")
+    return values
+
+
+def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=None, train=None,
+             include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = 1000,
+             quality_sequences: int = 10000, seed: int = 0,
+             progress: Callable[[str], None] | None = print_to_stderr) -> dict:
+    """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
+
+    References: a run trained on MOSES (``run.json`` ``data_source`` ``moses:...``) defaults to
+    MOSES's test, test_scaffolds and train splits, as MOSES reports; otherwise only the sets given
+    are used and the metrics that need a missing one are None, with a note. Held-out sequences
+    the run cannot encode (unknown tokens, too long, invalid SMILES) are left out, with a note.
+
+    Args:
+      run_dir: a trained run directory.
+      n_samples: molecules sampled from the prior (MOSES: 30,000).
+      test, test_scaffolds, train: SMILES lists, paths or ``moses:SPLIT``. ``test`` is also the
+        held-out set of ``vae_quality`` and ``reconstruction_protocol``. A given ``train`` is
+        canonicalized for Novelty (MOSES's own split already is).
+      include_fcd: compute FCD (needs the fcd extra; a note if it is missing).
+      iw_samples: K of the importance-weighted bound.
+      recon_molecules: molecules in the reconstruction protocol (0 skips it).
+      quality_sequences: the first this many test sequences go to ``vae_quality`` (0 skips it).
+      seed: seeds sampling, the bounds and the protocol.
+      progress: called with status lines; None for silence.
+
+    Returns:
+      ``{"run_dir", "n_samples", "seed", "tokenizer", "data_source", "generation", "vae_quality",
+      "reconstruction", "references", "wall_seconds", "notes", "report_dir"}``.
+    """
+    from seqvae.evaluation.report import write_report
+
+    if n_samples < 0 or iw_samples < 1 or recon_molecules < 0 or quality_sequences < 0:
+        raise SeqvaeError("n_samples, recon_molecules and quality_sequences must be >= 0 and "
+                          "iw_samples >= 1")
+    report = progress or (lambda line: None)
+    started = time.monotonic()
+    walls: dict[str, float] = {}
+    run = load_run(run_dir)
+    notes: list[str] = []
+    molecules = run.codec.molecules
+    moses_run = str(run.info.get("data_source", "")).startswith("moses:")
+    sets, references = _reference_sets(run, test, test_scaffolds, train, moses_run)
+    walls["load"] = time.monotonic() - started
+
+    tick = time.monotonic()
+    report(f"sampling {n_samples} sequences from the prior")
+    samples = inference.sample(run, n_samples, seed=seed, progress=_with_rate(report))
+    walls["sampling"] = time.monotonic() - tick
+
+    generation = None
+    tick = time.monotonic()
+    if not molecules:
+        notes.append(f"MOSES metrics not computed: the run's tokenizer is "
+                     f"{run.info['tokenizer']!r}, not smiles or selfies")
+    elif not samples:
+        notes.append("MOSES metrics not computed: n_samples is 0")
+    else:
+        generation = _generation_metrics(samples, sets["train"], sets["test"],
+                                         sets["test_scaffolds"], include_fcd, report, notes)
+    walls["generation_metrics"] = time.monotonic() - tick
+
+    held_out, means, quality, reconstruction = [], None, None, None
+    test_texts = sets["held_out"]
+    if test_texts is None:
+        notes.append("vae_quality and reconstruction not computed: no test set given")
+    else:
+        wanted = test_texts[:max(quality_sequences, recon_molecules)]
+        held_out = inference.encode_ids(run, wanted, skip=True).texts if wanted else []
+        if len(held_out) < len(wanted):
+            notes.append(f"{len(wanted) - len(held_out)} of the first {len(wanted)} test sequences "
+                         "left out of the VAE measures: invalid, with tokens not in the run's "
+                         "vocabulary, or longer than its max_len")
+    tick = time.monotonic()
+    if held_out and quality_sequences > 0:
+        report(f"vae_quality on {min(quality_sequences, len(held_out))} test sequences "
+               f"(K={iw_samples})")
+        ids = encode_texts(run.codec, held_out[:quality_sequences], check_molecules=False).ids
+        quality, means = posterior_and_bounds(run, ids, iw_samples, batch_size=500, seed=seed)
+    walls["vae_quality"] = time.monotonic() - tick
+    tick = time.monotonic()
+    if held_out and recon_molecules > 0:
+        report(f"reconstruction protocol on {min(recon_molecules, len(held_out))} molecules "
+               "(10 encodings x 10 decodings each)")
+        reconstruction = reconstruction_protocol(run, held_out, n_molecules=recon_molecules,
+                                                 seed=seed)
+    walls["reconstruction"] = time.monotonic() - tick
+    walls["total"] = time.monotonic() - started
+
+    results = {
+        "run_dir": run.run_dir, "n_samples": n_samples, "seed": seed,
+        "tokenizer": run.info["tokenizer"], "data_source": run.info.get("data_source"),
+        "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
+        "references": references, "wall_seconds": walls, "notes": notes,
+    }
+    report("writing the report")
+    plotted = held_out[:quality_sequences] if means is not None else held_out
+    if means is None and plotted:  # the latent map needs encodings; the report does not encode
+        means = inference.encode_batches(run, encode_texts(run.codec, plotted,
+                                                           check_molecules=False).ids)[0]
+    results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means)
+    report(f"report written to {results['report_dir']}")
+    return results
+
+
+def _reference_sets(run: Run, test, test_scaffolds, train, moses_run: bool) -> tuple[dict, dict]:
+    """The references for ``_generation_metrics``, the held-out texts, and their descriptions.
+
+    A set not given is ``"default"`` (MOSES's own split) for a MOSES run, None otherwise.
+    """
+    column = run.config.data.column
+    given = {"test": test, "test_scaffolds": test_scaffolds, "train": train}
+    sets = {name: _read_texts(source, column) for name, source in given.items()}
+    if sets["train"] is not None and run.codec.molecules:
+        sets["train"] = chemistry.remove_invalid(sets["train"], canonize=True)
+    held_out = sets["test"]
+    if held_out is None and moses_run:
+        held_out = read_sequences("moses:test").texts
+    references = {}
+    for name, texts in sets.items():
+        if texts is None:
+            references[name] = f"moses:{name}" if moses_run else None
+        else:
+            source = given[name] if isinstance(given[name], str) else "list"
+            references[name] = f"{source} ({len(texts)} sequences)"
+    default = "default" if moses_run else None
+    sets = {name: default if texts is None else texts for name, texts in sets.items()}
+    if isinstance(sets["train"], list):
+        sets["train"] = set(sets["train"])
+    return {**sets, "held_out": held_out}, references

@@ -1,0 +1,187 @@
+"""Graph-native decoding: one ``tf.while_loop`` over a ``tf.TensorArray`` for every strategy.
+
+The loop is a function of a *step function* ``(tokens (B,), state) -> (logits (B, V), state)``
+and a state, so it is tested with a stub and no trained model, and serves greedy decoding,
+sampling with temperature and top-k, from any z. The maximum length is fixed, so the loop
+compiles under XLA; sequences that emitted ``<eos>`` are masked (they emit ``<pad>``), and the
+loop stops as soon as every sequence has finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from seqvae.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqvae.errors import SeqvaeError
+from seqvae.model import randomness
+
+StepFn = Callable[[tf.Tensor, Any], tuple[tf.Tensor, Any]]
+
+
+def filter_logits(logits: tf.Tensor, temperature: float | tf.Tensor = 1.0,
+                  top_k: int = 0) -> tf.Tensor:
+    """Applies temperature and top-k to logits ``(B, V)``: kept scores / T, others -inf.
+
+    A ``top_k`` of at least V keeps every score.
+    """
+    logits = tf.cast(logits, tf.float32) / tf.cast(temperature, tf.float32)
+    if top_k and top_k > 0:
+        if logits.shape[-1] is not None:
+            top_k = min(top_k, logits.shape[-1])
+        kth = tf.math.top_k(logits, k=top_k).values[:, -1:]
+        logits = tf.where(logits < kth, tf.constant(float("-inf"), logits.dtype), logits)
+    return logits
+
+
+def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
+                start_id: int, eos_id: int, pad_id: int = PAD_ID, greedy: bool = False,
+                temperature: float | tf.Tensor = 1.0, top_k: int = 0,
+                seed: tf.Tensor | None = None, compact: bool = False) -> tf.Tensor:
+    """Generates token ids step by step.
+
+    Args:
+      step_fn: ``(tokens int32 (B,), state) -> (logits (B, V), new state)``; ``state`` is any
+        nest of tensors whose shapes do not change.
+      state: initial state (e.g. the decoder's layer states).
+      batch_size: B.
+      max_len: maximum number of generated tokens (``<eos>`` included).
+      start_id: token fed at the first step (``<bos>``).
+      eos_id, pad_id: a sequence that emits ``eos_id`` is finished and then emits ``pad_id``.
+      greedy: argmax instead of sampling.
+      temperature, top_k: sampling controls (ignored when greedy; temperature 0 = greedy;
+        top_k 0 = off).
+      seed: int ``(2,)`` stateless seed; the same seed gives the same samples.
+      compact: drop finished sequences from the batch (faster; not under XLA; needs a state of
+        batch-major tensors). The samples are the same either way.
+
+    Returns:
+      int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it.
+    """
+    if isinstance(temperature, (int, float)) and not temperature >= 0:
+        raise SeqvaeError(f"the sampling temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k and top_k < 0:
+        raise SeqvaeError(f"top_k must be >= 0 (0 = off), got {top_k}")
+    greedy = greedy or (isinstance(temperature, (int, float)) and temperature == 0)
+    if seed is None:
+        seed = tf.constant([0, 0], tf.int32)
+    tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))
+    finished = tf.zeros([batch_size], tf.bool)
+    out = tf.TensorArray(tf.int32, size=max_len, element_shape=tf.TensorShape([None]))
+
+    def body(t, tokens, finished, state, out):
+        logits, state = step_fn(tokens, state)
+        if greedy:
+            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        else:
+            chosen = randomness.categorical(filter_logits(logits, temperature, top_k),
+                                            randomness.fold_in(seed, t))
+        chosen = tf.where(finished, pad_id, chosen)
+        finished = finished | tf.equal(chosen, eos_id)
+        return t + 1, chosen, finished, state, out.write(t, chosen)
+
+    if compact:
+        return _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_id,
+                                greedy, temperature, top_k, seed)
+    steps, _, _, _, out = tf.while_loop(
+        lambda t, tokens, finished, *_: (t < max_len) & ~tf.reduce_all(finished),
+        body, (tf.constant(0), tokens, finished, state, out), maximum_iterations=max_len)
+    padding = tf.fill([batch_size], tf.constant(pad_id, tf.int32))
+    _, out = tf.while_loop(lambda t, _: t < max_len, lambda t, out: (t + 1, out.write(t, padding)),
+                           (steps, out), maximum_iterations=max_len)
+    return tf.transpose(out.stack())
+
+
+def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_id, greedy,
+                     temperature, top_k, seed):
+    """``decode_loop`` that drops finished sequences from the batch after every step.
+
+    The step function then only computes on unfinished rows (the state must be a nest of
+    batch-major tensors). The sampling noise of a row is drawn for its original index, so the
+    samples equal the fixed-shape loop's. Shapes change inside the loop: not for XLA.
+    """
+    rows = tf.range(batch_size)
+    tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))
+    out = tf.fill([batch_size, max_len], tf.constant(pad_id, tf.int32))
+
+    def body(t, tokens, rows, state, out):
+        logits, state = step_fn(tokens, state)
+        if greedy:
+            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        else:
+            filtered = filter_logits(logits, temperature, top_k)
+            chosen = randomness.categorical(filtered, randomness.fold_in(seed, t),
+                                            rows=rows, total_rows=batch_size)
+        out = tf.tensor_scatter_nd_update(out, tf.stack([rows, tf.fill(tf.shape(rows), t)], 1), chosen)
+        keep = tf.not_equal(chosen, eos_id)
+        state = tf.nest.map_structure(lambda s: tf.boolean_mask(s, keep), state)
+        return t + 1, tf.boolean_mask(chosen, keep), tf.boolean_mask(rows, keep), state, out
+
+    invariants = tf.nest.map_structure(
+        lambda s: tf.TensorShape([None]).concatenate(s.shape[1:]), state)
+    _, _, _, _, out = tf.while_loop(
+        lambda t, tokens, rows, *_: (t < max_len) & (tf.size(rows) > 0),
+        body, (tf.constant(0), tokens, rows, state, out),
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), tf.TensorShape([None]),
+                          invariants, tf.TensorShape([None, max_len])),
+        maximum_iterations=max_len)
+    return out
+
+
+def decoder_step_fn(decoder, z: tf.Tensor,
+                    banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID, UNK_ID)) -> tuple[StepFn, list[tf.Tensor]]:
+    """Wraps a ``seqvae.model.Decoder`` conditioned on ``z (B, L)`` as a step function + state.
+
+    z's share of the first layer's input projection is computed once here, not at every step.
+    ``banned_ids`` (``<pad>``, ``<bos>``, ``<unk>``) can never be generated: they are never
+    training targets, and an emitted ``<unk>`` would only make the text invalid.
+    """
+    ban = tf.constant([-1e9 if i in banned_ids else 0.0 for i in range(decoder.vocab_size)])
+
+    def step(tokens, state):
+        latent_proj, layer_states = state
+        logits, layer_states = decoder.step(decoder.token_projection(tokens), latent_proj,
+                                            list(layer_states))
+        return tf.cast(logits, tf.float32) + ban, (latent_proj, layer_states)
+
+    # z's share of the first layer's projection rides in the state (it is computed once, and
+    # it shrinks with the batch when finished sequences are dropped).
+    return step, (decoder.latent_projection(z), decoder.initial_states(z))
+
+
+def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
+                  temperature: float = 1.0, top_k: int = 0,
+                  seed: tf.Tensor | None = None, compact: bool = True) -> tf.Tensor:
+    """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
+
+    ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
+    """
+    step, state = decoder_step_fn(model.decoder, z)
+    return decode_loop(step, state, tf.shape(z)[0], max_len or model.max_len,
+                       start_id=model.bos_id if model.bos_id is not None else PAD_ID, eos_id=EOS_ID,
+                       greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
+                       compact=compact)
+
+
+def prior_z(num: int | tf.Tensor, latent_dim: int, seed) -> tf.Tensor:
+    """``num`` draws ``z ~ N(0, I)``, float32 ``(num, latent_dim)``, for a sampling seed.
+
+    The one place prior samples come from: ``inference.sample``, ``sample_prior`` and the exported
+    ``sample`` signature all draw z here, and sample batch ``i`` with ``fold_in(seed, i)``.
+    """
+    return randomness.normal(tf.stack([num, latent_dim]) if isinstance(num, tf.Tensor) else
+                             [num, latent_dim], randomness.fold_in(randomness.as_seed(seed), 7))
+
+
+def sample_prior(model, num: int, seed: int = 0, batch_size: int = 1000, **kwargs) -> tf.Tensor:
+    """Draws ``num`` sequences from the prior -> int32 ids ``(num, max_len)``.
+
+    The same ids as ``seqvae.inference.sample(run, num, seed=seed, batch_size=batch_size)``
+    decodes to texts; kwargs as ``sample_from_z``.
+    """
+    z = prior_z(num, model.config.latent_dim, seed)
+    base = randomness.as_seed(seed)
+    batches = [sample_from_z(model, z[start:start + batch_size], seed=randomness.fold_in(base, i),
+                             **kwargs) for i, start in enumerate(range(0, num, batch_size))]
+    return tf.concat(batches, axis=0)

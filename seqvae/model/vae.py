@@ -1,0 +1,92 @@
+"""The sequence VAE: the encoder model, a reparametrized z, and the stacked-GRU decoder model.
+
+Shapes: ``B`` batch, ``T`` time steps, ``V`` vocabulary size, ``L`` latent size, ``H`` GRU units.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import keras
+import tensorflow as tf
+
+from seqvae.config import ModelConfig
+from seqvae.data.vocabulary import BOS_ID, PAD_ID
+from seqvae.model import randomness
+from seqvae.model.decoder import Decoder
+from seqvae.model.encoder import Encoder
+
+
+@contextlib.contextmanager
+def precision_policy(precision: str = "float32"):
+    """Layers built inside compute in ``precision`` (``float32``, ``mixed_bfloat16``,
+    ``mixed_float16``); variables stay float32 either way. Restores the previous global policy."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+class SequenceVAE(keras.Model):
+    """Encoder model + reparametrization + decoder model.
+
+    ``call(ids)`` with ids ``(B, T)`` (tokens, ``<eos>``, then ``<pad>``) returns a dict with
+    ``logits (B, T, V)`` predicting ``ids``, ``z_mean``, ``z_log_var`` and ``z`` ``(B, L)``.
+    The noise of the reparametrization and of dropout comes from a stateless ``seed`` ``(2,)``,
+    so the same seed gives the same loss eagerly, in ``tf.function`` and under XLA.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, max_len: int, bos_id: int | None = BOS_ID,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.vocab_size = vocab_size
+        self.max_len = max_len
+        self.bos_id = bos_id
+        self.encoder = Encoder(config, vocab_size, max_len, name="encoder")
+        self.decoder = Decoder(config, vocab_size, start_id=bos_id, name="decoder")
+
+    def build_weights(self) -> "SequenceVAE":
+        """Creates every variable by running a dummy batch (needed before restoring weights)."""
+        ids = tf.zeros([1, self.max_len], tf.int32)
+        self(ids, training=False, seed=tf.constant([0, 0]))
+        return self
+
+    @staticmethod
+    def reparametrize(z_mean, z_log_var, seed):
+        """``z = mean + exp(log_var / 2) * eps``, ``eps ~ N(0, I)`` drawn from the stateless seed."""
+        eps = randomness.normal(tf.shape(z_mean), seed, dtype=z_mean.dtype)
+        return z_mean + tf.exp(0.5 * z_log_var) * eps
+
+    def decoder_inputs(self, ids: tf.Tensor) -> tf.Tensor:
+        """Teacher-forcing inputs: ``<bos>`` followed by ``ids`` shifted right by one."""
+        start = tf.fill([tf.shape(ids)[0], 1], tf.cast(self.bos_id or PAD_ID, ids.dtype))
+        return tf.concat([start, ids[:, :-1]], axis=1)
+
+    def call(self, ids, training=None, seed=None, sample_z=True, decoder_inputs=None,
+             z_noise=None):
+        """``z_noise`` ``(B, L)``: use these standard-normal draws for the reparametrization."""
+        if seed is None:
+            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
+        z_mean, z_log_var = self.encoder(ids, training=training)
+        if not sample_z:
+            z = z_mean
+        elif z_noise is not None:
+            z = z_mean + tf.exp(0.5 * z_log_var) * tf.cast(z_noise, z_mean.dtype)
+        else:
+            z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0))
+        if decoder_inputs is None:
+            decoder_inputs = self.decoder_inputs(ids)
+        logits = self.decoder(z, decoder_inputs, training=training, seed=randomness.fold_in(seed, 1))
+        return {"logits": logits, "z_mean": z_mean, "z_log_var": z_log_var, "z": z}
+
+    def get_config(self):
+        return {"config": vars(self.config), "vocab_size": self.vocab_size,
+                "max_len": self.max_len, "bos_id": self.bos_id}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(ModelConfig(**config.pop("config")), **config)

@@ -1,0 +1,140 @@
+"""The gradient doctor: the classic ``tape.gradient -> [None, ...]`` bug turned into a guard.
+
+For a model configuration it runs one batch of the real training loss (``train.compute_losses``)
+eagerly, in ``tf.function`` and in ``tf.function(jit_compile=True)``, for every decoder input
+mode and z conditioning, and classifies the gradient of every trainable variable as ``ok``,
+``None`` (not connected to the loss), ``zero`` (connected but exactly zero) or ``non-finite``.
+It also checks that eager and compiled runs give the same loss for the same seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS, Config
+from seqvae.model.vae import SequenceVAE, precision_policy
+
+EXECUTIONS = ("eager", "tf.function", "xla")
+
+
+@dataclass
+class GradientReport:
+    """Result for one (decoder input, z conditioning, execution)."""
+
+    decoder_input: str
+    z_conditioning: str
+    execution: str
+    precision: str
+    loss: float
+    variables: int
+    problems: dict[str, str] = field(default_factory=dict)  # variable path -> None/zero/non-finite
+    loss_matches_eager: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.loss_matches_eager
+
+
+def classify_gradient(gradient) -> str:
+    """``ok``, ``None``, ``zero`` or ``non-finite`` for one variable's gradient."""
+    if gradient is None:
+        return "None"
+    values = tf.convert_to_tensor(gradient).numpy()
+    if not np.all(np.isfinite(values)):
+        return "non-finite"
+    if not np.any(values):
+        return "zero"
+    return "ok"
+
+
+def example_batch(vocab_size: int, max_len: int, batch_size: int = 4, seed: int = 0) -> tf.Tensor:
+    """Random token ids ``(B, T)`` of varied lengths: tokens, ``<eos>``, then ``<pad>``."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((batch_size, max_len), np.int32)
+    for row in range(batch_size):
+        length = int(rng.integers(max(1, max_len // 2), max_len))
+        ids[row, :length] = rng.integers(4, vocab_size, size=length)
+        ids[row, length] = 2
+    return tf.constant(ids)
+
+
+def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
+                    executions=EXECUTIONS, rtol: float = 1e-4) -> list[GradientReport]:
+    """Checks one configuration in each execution mode (a fresh model, the same weights)."""
+    from seqvae.training.objective import compute_losses
+
+    with precision_policy(config.train.precision):
+        model = SequenceVAE(config.model, vocab_size, int(ids.shape[1])).build_weights()
+    # Force KL and the rest of the objective on (a weight of 0 at step 0 would hide KL paths).
+    tcfg = dataclasses.replace(config.train, kl_schedule="constant",
+                               kl_weight_end=max(config.train.kl_weight_end, 0.1))
+    variables = model.trainable_variables
+
+    def loss_and_gradients(batch, step):
+        with tf.GradientTape() as tape:
+            loss = compute_losses(model, batch, step, tcfg, 1)["loss"]
+        return loss, tape.gradient(loss, variables)
+
+    runners = {"eager": loss_and_gradients,
+               "tf.function": tf.function(loss_and_gradients),
+               "xla": tf.function(loss_and_gradients, jit_compile=True)}
+    reports, eager_loss = [], None
+    step = tf.constant(1, tf.int64)
+    for execution in executions:
+        loss, gradients = runners[execution](ids, step)
+        loss = float(loss)
+        eager_loss = loss if eager_loss is None else eager_loss
+        problems = {}
+        for variable, gradient in zip(variables, gradients):
+            verdict = classify_gradient(gradient)
+            if verdict != "ok":
+                problems[variable.path] = verdict
+        reports.append(GradientReport(config.model.decoder_input, config.model.z_conditioning,
+                                      execution, config.train.precision, loss, len(variables), problems,
+                                      abs(loss - eager_loss) <= rtol * max(1.0, abs(eager_loss))))
+    return reports
+
+
+def doctor(config: Config, vocab_size: int = 30, max_len: int = 24, batch_size: int = 4,
+           all_modes: bool = True, executions=EXECUTIONS,
+           precisions: tuple[str, ...] | None = None) -> list[GradientReport]:
+    """Runs ``check_gradients`` for every decoder input mode x z conditioning (or just ``config``'s)
+    and every precision in ``precisions`` (default: the config's own).
+
+    Dropout and word dropout are checked as configured; the model sizes are the config's.
+    """
+    ids = example_batch(vocab_size, max_len, batch_size)
+    combos = ([(d, z) for d in DECODER_INPUTS for z in Z_CONDITIONINGS] if all_modes
+              else [(config.model.decoder_input, config.model.z_conditioning)])
+    reports = []
+    for precision in precisions or (config.train.precision,):
+        for decoder_input, z_conditioning in combos:
+            variant = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, decoder_input=decoder_input,
+                                                  z_conditioning=z_conditioning),
+                train=dataclasses.replace(config.train, precision=precision))
+            reports.extend(check_gradients(variant, ids, vocab_size, executions,
+                                           rtol=1e-4 if precision == "float32" else 2e-2))
+    return reports
+
+
+def format_reports(reports: list[GradientReport]) -> str:
+    """A table: one line per (mode, conditioning, execution), then each problem variable."""
+    lines = [f"{'decoder input':<16} {'z cond.':<7} {'execution':<11} {'precision':<14} "
+             f"{'loss':>10}  gradients"]
+    for r in reports:
+        status = (f"OK ({r.variables}/{r.variables} variables)" if not r.problems else
+                  f"FAIL ({r.variables - len(r.problems)}/{r.variables} ok)")
+        if not r.loss_matches_eager:
+            status += "  LOSS DIFFERS FROM EAGER"
+        lines.append(f"{r.decoder_input:<16} {r.z_conditioning:<7} {r.execution:<11} "
+                     f"{r.precision:<14} {r.loss:>10.6f}  {status}")
+        lines.extend(f"    {path}: {verdict}" for path, verdict in r.problems.items())
+    bad = sum(not r.ok for r in reports)
+    lines.append(f"{len(reports) - bad} of {len(reports)} checks passed" + (
+        "" if not bad else "; variables marked None get no gradient: see README 'Why tape.gradient returned None'"))
+    return "\n".join(lines)

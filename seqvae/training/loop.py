@@ -1,0 +1,367 @@
+"""The explicit custom training loop.
+
+``train(config, run_dir, data)`` opens the data (``seqvae.training.inputs``), builds the model, and runs a
+``tf.GradientTape`` step compiled with ``tf.function`` (optionally ``jit_compile=True``): Adam,
+global-norm clipping, a learning-rate schedule, a KL-weight schedule, free bits, word dropout, a
+validation pass each epoch. Everything that makes a step random is a pure function of
+``(config.train.seed, step)`` and the data order a pure function of ``(seed, epoch)``, so a run
+resumed from a checkpoint ends with exactly the weights of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from seqvae import files
+from seqvae.config import Config, TrainConfig, config_differences
+from seqvae.errors import SeqvaeError
+from seqvae.model.vae import SequenceVAE, precision_policy
+from seqvae.training import distribute as distribute_lib
+from seqvae.training import rundir as run_lib
+from seqvae.training.inputs import open_training_data
+from seqvae.training.objective import compute_losses
+from seqvae.training.schedules import LearningRateSchedule
+
+
+def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
+                    config: TrainConfig, total_steps: int, counters: dict[str, tf.Variable],
+                    strategy: tf.distribute.Strategy | None = None):
+    """Builds the compiled step ``per-replica ids (B, T) -> metrics``; it advances the counters.
+
+    Advancing ``step``/``batch`` inside the compiled function keeps weights, optimizer and
+    counters consistent: an interrupt lands before or after a whole step, never inside one.
+    With several replicas the gradient-norm clip uses the global (all-reduced) gradient, and each
+    replica's gradient is scaled by the same factor before the optimizer sums them.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    variables = model.trainable_variables
+
+    def replica_step(ids):
+        context = tf.distribute.get_replica_context()
+        replicated = context is not None and context.num_replicas_in_sync > 1
+        shard = distribute_lib.replica_shard(ids) if replicated else None
+        sum_replicas = (lambda x: context.all_reduce("sum", x)) if replicated else None
+        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        with tf.GradientTape() as tape:
+            metrics = compute_losses(model, ids, counters["step"], config, total_steps, shard=shard,
+                                     sum_replicas=sum_replicas)
+            loss = optimizer.scale_loss(metrics["loss"]) if scaling else metrics["loss"]
+        if scaling:  # unscaled here so that clipping sees the true norm
+            scale = tf.cast(optimizer.dynamic_scale, tf.float32)
+        # Row gathers (one-hot inputs) give IndexedSlices: Keras's Adam would apply them as a
+        # sparse update (squares of duplicate rows summed separately) and all-reduce would see
+        # different shapes per replica; dense gradients give the standard Adam step everywhere.
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        if scaling:
+            gradients = [g / scale for g in gradients]
+        if replicated:
+            norm = tf.linalg.global_norm(context.all_reduce("sum", gradients))
+            if config.clip_norm > 0:
+                scale = tf.minimum(1.0, config.clip_norm / tf.maximum(norm, 1e-12))
+                gradients = [g * scale for g in gradients]
+        elif config.clip_norm > 0:
+            gradients, norm = tf.clip_by_global_norm(gradients, config.clip_norm)
+        else:
+            norm = tf.linalg.global_norm(gradients)
+        if scaling:  # LossScaleOptimizer.apply unscales (and skips steps with inf/nan) itself
+            gradients = [g * scale for g in gradients]
+        optimizer.apply(gradients, variables)
+        metrics["grad_norm"] = norm / context.num_replicas_in_sync if replicated else norm
+        return metrics
+
+    if strategy.num_replicas_in_sync == 1:
+        def train_step(ids):
+            metrics = replica_step(ids)
+            metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
+            counters["step"].assign_add(1)
+            counters["batch"].assign_add(1)
+            return metrics
+
+        signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
+        return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
+
+    compiled_replica_step = tf.function(replica_step, jit_compile=config.jit_compile or None)
+
+    @tf.function
+    def distributed_step(ids):
+        per_replica = strategy.run(compiled_replica_step, args=(ids,))
+        metrics = {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
+        metrics["kl_weight"] = metrics["kl_weight"] / strategy.num_replicas_in_sync
+        metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
+        counters["step"].assign_add(1)
+        counters["batch"].assign_add(1)
+        return metrics
+
+    return distributed_step
+
+
+class _Progress:
+    """Progress on stderr: ``keras.utils.Progbar`` on a terminal, one line per log step in logs."""
+
+    NAMES = ("loss", "recon", "kl", "kl_weight", "learning_rate")
+
+    def __init__(self, total_steps: int, every: int):
+        self.every, self.total = every, total_steps
+        self.bar = keras.utils.Progbar(total_steps, stateful_metrics=self.NAMES + ("seq/s",),
+                                       unit_name="step") if sys.stderr.isatty() else None
+
+    def update(self, step: int, epoch: int, values: dict, rate: float) -> None:
+        """``rate``: sequences per second of training so far."""
+        shown = [(name, values[name]) for name in self.NAMES] + [("seq/s", rate)]
+        if self.bar is not None:
+            with contextlib.redirect_stdout(sys.stderr):  # Progbar writes to stdout
+                self.bar.update(step, shown)
+        elif step % self.every == 0:
+            print(f"step {step}/{self.total} epoch {epoch + 1} "
+                  + " ".join(f"{name} {value:.4g}" for name, value in shown), file=sys.stderr,
+                  flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            print(file=sys.stderr)
+
+
+def _check_resume_config(stored: Config, given: Config, run_dir: str) -> None:
+    """Refuses a resume whose settings differ from the run's (all but how long it trains)."""
+    differences = config_differences(stored, given)
+    if differences:
+        raise SeqvaeError(f"{run_dir}: the settings differ from the run's config.json "
+                          f"({'; '.join(differences)}); resume with the run's own settings or "
+                          "train into a new --out")
+
+
+def build_training(config: Config, max_len: int, vocab_size: int, total_steps: int,
+                   strategy: tf.distribute.Strategy | None = None):
+    """Model, optimizer (built, so a checkpoint can restore it) and counters, in the strategy."""
+    keras.utils.set_random_seed(config.train.seed)
+    with (strategy or tf.distribute.get_strategy()).scope():
+        with precision_policy(config.train.precision):
+            model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
+        optimizer = keras.optimizers.Adam(learning_rate=LearningRateSchedule(config.train, total_steps))
+        if config.train.precision == "mixed_float16":  # float16 needs loss scaling
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
+                    for name in ("step", "epoch", "batch")}
+    return model, optimizer, counters
+
+
+def planned_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """Length of the run in steps (what cosine decay and the progress bar aim at)."""
+    total = config.epochs * steps_per_epoch
+    return min(total, config.max_steps) if config.max_steps else total
+
+
+def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
+          strict: bool = False, strategy: str | tf.distribute.Strategy = "default") -> dict:
+    """Trains a SequenceVAE into ``run_dir`` (created, or continued with ``resume``).
+
+    Args:
+      config: the run's configuration.
+      run_dir: the run directory (see ``seqvae.run``).
+      data: a path, ``moses:SPLIT``, list of strings or numpy array; None = the run's stored
+        source when resuming, else the bundled MOSES train split.
+      resume: continue from the latest checkpoint in ``run_dir``.
+      strict: fail on invalid SMILES lines instead of skipping them.
+      strategy: ``default``, ``mirrored``, ``multi-worker`` (reads ``TF_CONFIG``) or a
+        ``tf.distribute.Strategy``. ``config.train.batch_size`` is the global batch.
+
+    Returns:
+      A summary dict: steps, epochs, stop reason, last metrics, wall time, padding fraction.
+    """
+    if isinstance(strategy, str):
+        strategy = distribute_lib.make_strategy(strategy)
+    run_dir = os.fspath(run_dir)
+    if not distribute_lib.is_chief(strategy):
+        # Other workers keep their own files (checkpoints included) in a temporary directory.
+        import tempfile
+
+        worker_dir = tempfile.mkdtemp(prefix="seqvae-worker-")
+        if resume:
+            import shutil
+
+            shutil.rmtree(worker_dir)
+            shutil.copytree(run_dir, worker_dir, ignore=shutil.ignore_patterns(".lock"))
+        return _train_locked(config, worker_dir, data, resume, strict, strategy, chief=False)
+    has_run = os.path.exists(os.path.join(run_dir, "run.json"))
+    if resume and not has_run:
+        raise SeqvaeError(f"{run_dir}: nothing to resume (not a seqvae run directory)")
+    if not resume and has_run:
+        raise SeqvaeError(f"{run_dir}: already holds a run; add --resume to continue it "
+                          "or choose another --out")
+    os.makedirs(run_dir, exist_ok=True)
+    with run_lib.RunLock(run_dir):
+        return _train_locked(config, run_dir, data, resume, strict, strategy, chief=True)
+
+
+def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool,
+                  strategy: tf.distribute.Strategy, chief: bool) -> dict:
+    started = time.monotonic()
+    stored = run_lib.read_run_files(run_dir) if resume else None
+    if stored is not None:
+        _check_resume_config(stored.config, config, run_dir)
+        if data is None and stored.info.get("data_source") not in (None, "list", "array"):
+            data = stored.info["data_source"]
+    source = open_training_data(config, data, stored, strict or not config.data.skip_invalid,
+                                 strategy)
+    if not stored:
+        run_lib.write_run_files(run_dir, config, source.vocab, {
+            "max_len": source.max_len, "vocab_size": len(source.vocab),
+            "tokenizer": source.tokenizer, "data_source": source.source,
+            "train_size": source.train_size, "validation_size": source.validation_size})
+    tcfg = config.train
+    total_steps = planned_steps(tcfg, source.steps_per_epoch)
+    model, optimizer, counters = build_training(config, source.max_len, len(source.vocab),
+                                                total_steps, strategy)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters)
+    manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
+                                         max_to_keep=tcfg.keep_checkpoints)
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
+    if resume and manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        run_lib.truncate_metrics(metrics_path, int(counters["step"].numpy()))
+    train_step = make_train_step(model, optimizer, tcfg, total_steps, counters, strategy)
+    eval_step = tf.function(
+        lambda ids, step: compute_losses(model, ids, step, tcfg, total_steps, training=False),
+        input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
+    trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
+    writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
+    progress = _Progress(total_steps, tcfg.log_every) if chief else None
+    workers = distribute_lib.worker_count(strategy)
+
+    interrupted = []
+    previous_handler = None
+    if hasattr(signal, "SIGINT") and _in_main_thread():
+        previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    stop_reason, values, seen, train_time = "epochs", {}, 0, 0.0
+    try:
+        while int(counters["epoch"].numpy()) < tcfg.epochs:
+            epoch = int(counters["epoch"].numpy())
+            batches = source.epoch(epoch, int(counters["batch"].numpy()))
+            for tracker in trackers.values():
+                tracker.reset_state()
+            for ids, rows in batches:
+                tick = time.monotonic()
+                out = train_step(ids)
+                values = {k: float(v) for k, v in out.items()}
+                train_time += time.monotonic() - tick
+                seen += rows
+                for name, tracker in trackers.items():
+                    tracker.update_state(values[name])
+                step = int(counters["step"].numpy())
+                rate = seen / max(train_time, 1e-9)
+                if chief:
+                    progress.update(step, epoch, values, rate)
+                    if step % tcfg.log_every == 0:
+                        record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate,
+                                  **values}
+                        files.append_jsonl(metrics_path, record)
+                        with writer.as_default(step=step):
+                            for key, value in values.items():
+                                tf.summary.scalar(f"train/{key}", value)
+                if step % tcfg.checkpoint_every == 0:
+                    manager.save(checkpoint_number=step)  # every worker: collective save
+                stop_reason = _stop_reason(tcfg, step, train_time, interrupted)
+                if workers > 1:  # every worker must stop at the same step
+                    stop_reason = _agree_on_stop(strategy, stop_reason)
+                if stop_reason:
+                    break
+            if stop_reason:
+                break
+            counters["epoch"].assign_add(1)
+            counters["batch"].assign(0)
+            if chief:
+                _end_of_epoch(source.validation(), eval_step, counters, trackers, metrics_path,
+                              writer, epoch)
+            manager.save(checkpoint_number=int(counters["step"].numpy()))
+        stop_reason = stop_reason or "epochs"
+    except tf.errors.OpError as error:
+        if workers > 1:
+            raise SeqvaeError(f"lost contact with another worker ({type(error).__name__}: "
+                              f"{str(error).strip().splitlines()[0][:160]})") from None
+        raise
+    finally:
+        if progress is not None:
+            progress.close()
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
+    step = int(counters["step"].numpy())
+    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
+        manager.save(checkpoint_number=step)
+    writer.flush()
+    if chief and tcfg.export_at_end and stop_reason != "interrupted":
+        from seqvae.export import export
+
+        export(run_dir, os.path.join(run_dir, "saved_model"))
+    return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
+            "stop_reason": stop_reason, "last": values, "train_seconds": train_time,
+            "wall_seconds": time.monotonic() - started, "sequences_per_second": seen / max(train_time, 1e-9),
+            "padding_fraction": source.padding_fraction(),
+            "skipped_invalid": source.skipped, "replicas": strategy.num_replicas_in_sync,
+            "chief": chief, "weights_checksum": weights_checksum(model)}
+
+
+def weights_checksum(model: keras.Model) -> str:
+    """A short hash of every weight's bytes: equal on workers that hold equal weights."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    return digest.hexdigest()[:16]
+
+
+_STOP_REASONS = ("", "max_steps", "time_budget", "interrupted")
+
+
+def _agree_on_stop(strategy: tf.distribute.Strategy, reason: str) -> str:
+    """The most urgent stop reason of any worker (an all-reduced vote), so all stop together."""
+    vote = tf.one_hot(_STOP_REASONS.index(reason), len(_STOP_REASONS))
+    votes = strategy.reduce("sum", strategy.run(lambda: tf.identity(vote)), axis=None).numpy()
+    return _STOP_REASONS[int(np.flatnonzero(votes > 0).max())]
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _stop_reason(config: TrainConfig, step: int, train_time: float, interrupted: list) -> str:
+    if interrupted:
+        return "interrupted"
+    if config.max_steps and step >= config.max_steps:
+        return "max_steps"
+    if config.time_budget and train_time >= config.time_budget:
+        return "time_budget"
+    return ""
+
+
+def _end_of_epoch(validation_batches, eval_step, counters, trackers, metrics_path, writer,
+                  epoch: int) -> None:
+    """Validation pass (fixed seeds, so it is comparable across epochs) and the epoch record."""
+    record = {"kind": "epoch", "epoch": epoch, "step": int(counters["step"].numpy()),
+              **{f"train_{k}": float(t.result()) for k, t in trackers.items()}}
+    sums, count = {}, 0
+    for i, ids in enumerate(validation_batches):
+        out = eval_step(ids, tf.constant(10**9 + i, tf.int64))
+        for key in ("loss", "recon", "kl"):
+            sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
+        count += int(ids.shape[0])
+    if count:
+        record.update({f"val_{k}": v / count for k, v in sums.items()})
+    files.append_jsonl(metrics_path, record)
+    with writer.as_default(step=record["step"]):
+        for key, value in record.items():
+            if key.startswith(("train_", "val_")):
+                tf.summary.scalar(f"epoch/{key}", value)
+
+

@@ -1,0 +1,172 @@
+"""The training objective: loss terms as small pure functions, and ``compute_losses``, which
+composes them on one batch (schedules are in ``seqvae.training.schedules``).
+
+Conventions: ``targets`` are token ids ``(B, T)`` with ``<pad>`` = 0 after the ``<eos>``;
+``logits`` are ``(B, T, V)``. All reductions are stated exactly in each docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import tensorflow as tf
+
+from seqvae.config import TrainConfig
+from seqvae.data.vocabulary import BOS_ID, PAD_ID, UNK_ID
+from seqvae.model import randomness
+from seqvae.model.vae import SequenceVAE
+from seqvae.training import schedules
+
+
+def token_cross_entropy(targets: tf.Tensor, logits: tf.Tensor, pad_id: int = PAD_ID) -> tf.Tensor:
+    """Mean cross-entropy per real token.
+
+    ``sum over (b, t) with targets[b, t] != pad of -log softmax(logits[b, t])[targets[b, t]]``
+    divided by the number of such positions. Padding positions contribute nothing (not even to
+    the gradient). The ``<eos>`` token is a real position: the model must learn to stop.
+
+    Args:
+      targets: int ``(B, T)`` token ids.
+      logits: float ``(B, T, V)`` unnormalised scores.
+      pad_id: id of the padding token.
+
+    Returns:
+      Scalar float32.
+    """
+    logits = tf.cast(logits, tf.float32)
+    mask = tf.cast(tf.not_equal(targets, pad_id), tf.float32)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+    return tf.reduce_sum(per_token * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def sequence_cross_entropy(targets: tf.Tensor, logits: tf.Tensor, pad_id: int = PAD_ID) -> tf.Tensor:
+    """Per-sequence negative log-likelihood ``-log p(x | z)``: the sum over the real tokens.
+
+    Args:
+      targets: int ``(B, T)``.
+      logits: float ``(B, T, V)``.
+      pad_id: id of the padding token.
+
+    Returns:
+      float32 ``(B,)``.
+    """
+    logits = tf.cast(logits, tf.float32)
+    mask = tf.cast(tf.not_equal(targets, pad_id), tf.float32)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+    return tf.reduce_sum(per_token * mask, axis=1)
+
+
+def probability_cross_entropy(targets: tf.Tensor, probabilities: tf.Tensor) -> tf.Tensor:
+    """Categorical cross-entropy of one-hot (or soft) targets against probabilities.
+
+    ``mean over (b, t) of -sum_c targets[b, t, c] * log(probabilities[b, t, c])``: the classic
+    example's ``CategoricalCrossentropy`` on ``(B, T, C)`` tensors, with probabilities clipped to
+    ``[1e-7, 1]`` as Keras does.
+    """
+    probabilities = tf.clip_by_value(tf.cast(probabilities, tf.float32), 1e-7, 1.0)
+    return tf.reduce_mean(-tf.reduce_sum(tf.cast(targets, tf.float32) * tf.math.log(probabilities), -1))
+
+
+def kl_per_dimension(z_mean: tf.Tensor, z_log_var: tf.Tensor) -> tf.Tensor:
+    """``KL(q(z|x) || N(0, I))`` for each latent dimension, averaged over the batch.
+
+    Per example and dimension: ``0.5 * (mean^2 + exp(log_var) - 1 - log_var)``.
+
+    Args:
+      z_mean, z_log_var: float ``(B, L)``.
+
+    Returns:
+      float32 ``(L,)``, nats.
+    """
+    z_mean = tf.cast(z_mean, tf.float32)
+    z_log_var = tf.cast(z_log_var, tf.float32)
+    per_dim = 0.5 * (tf.square(z_mean) + tf.exp(z_log_var) - 1.0 - z_log_var)
+    return tf.reduce_mean(per_dim, axis=0)
+
+
+def kl_divergence(z_mean: tf.Tensor, z_log_var: tf.Tensor, free_bits: float = 0.0) -> tf.Tensor:
+    """KL summed over latent dimensions and averaged over the batch, with optional free bits.
+
+    Free bits (Kingma et al. 2016, per dimension): each dimension's batch-mean KL is replaced by
+    ``max(KL_d, free_bits)``, so dimensions under the threshold get no push towards the prior.
+
+    Args:
+      z_mean, z_log_var: float ``(B, L)``.
+      free_bits: nats per dimension that are not penalised; 0 disables.
+
+    Returns:
+      Scalar float32, nats per sequence.
+    """
+    per_dim = kl_per_dimension(z_mean, z_log_var)
+    if free_bits > 0:
+        per_dim = tf.maximum(per_dim, free_bits)
+    return tf.reduce_sum(per_dim)
+
+
+def word_dropout(inputs: tf.Tensor, rate: float, seed: tf.Tensor, unk_id: int = UNK_ID,
+                 keep_ids: tuple[int, ...] = (PAD_ID, BOS_ID)) -> tf.Tensor:
+    """Replaces decoder input tokens by ``<unk>`` with probability ``rate`` (Bowman et al. 2016).
+
+    Padding and ``<bos>`` are never replaced. Stateless: the same ``seed`` gives the same mask.
+
+    Args:
+      inputs: int ``(B, T)`` decoder input ids.
+      rate: replacement probability.
+      seed: int ``(2,)`` stateless seed.
+
+    Returns:
+      int ``(B, T)``.
+    """
+    if rate <= 0:
+        return inputs
+    drop = randomness.uniform(tf.shape(inputs), seed) < rate
+    for keep in keep_ids:
+        drop = drop & tf.not_equal(inputs, keep)
+    return tf.where(drop, tf.cast(unk_id, inputs.dtype), inputs)
+
+
+def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: TrainConfig,
+                   total_steps: int, training: bool = True,
+                   shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
+                   sum_replicas: Callable[[tf.Tensor], tf.Tensor] | None = None,
+                   ) -> dict[str, tf.Tensor]:
+    """The training objective on one batch: ``recon + kl_weight * KL`` (MOSES convention).
+
+    ``recon`` is the mean cross-entropy per real token; ``kl`` is summed over latent dimensions,
+    averaged over the batch (``kl_per_dimension`` and ``token_cross_entropy`` define both).
+    Randomness is seeded by ``step``.
+
+    Args:
+      shard: ``(row offset, global rows, global real tokens)`` when ``ids`` is one replica's
+        slice of a global batch (``distribute.replica_shard``): every term is then this slice's
+        share of the global-batch average (the shares sum to the global loss), and z's noise is
+        the slice's rows of the global batch's noise.
+      sum_replicas: with ``shard``, the sum of a tensor over all replicas (the step passes
+        ``ReplicaContext.all_reduce``); free bits need the global per-dimension KL.
+    """
+    seed = randomness.fold_in(randomness.as_seed(config.seed), step)
+    rows = tf.shape(ids)[0]
+    if shard is None:
+        shard = (tf.constant(0), rows, tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.float32)))
+    offset, global_rows, global_tokens = shard
+    decoder_inputs = model.decoder_inputs(ids)
+    if training and config.word_dropout > 0:
+        decoder_inputs = word_dropout(decoder_inputs, config.word_dropout,
+                                      randomness.fold_in(seed, 2))
+    noise = randomness.normal([global_rows, model.config.latent_dim], randomness.fold_in(seed, 0))
+    out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs,
+                z_noise=noise[offset:offset + rows])
+    recon = tf.reduce_sum(sequence_cross_entropy(ids, out["logits"])) / tf.maximum(global_tokens, 1.0)
+    global_rows = tf.cast(global_rows, tf.float32)
+    kl_dims = kl_per_dimension(out["z_mean"], out["z_log_var"]) * (
+        tf.cast(rows, tf.float32) / global_rows)  # this slice's share of the batch mean
+    kl = tf.reduce_sum(kl_dims)
+    penalised_kl = kl
+    if config.free_bits > 0:  # max(KL_d, free_bits) on the global per-dimension mean
+        whole = kl_dims if sum_replicas is None else sum_replicas(tf.stop_gradient(kl_dims))
+        share = kl_dims / tf.maximum(tf.stop_gradient(whole), 1e-12)
+        penalised_kl = tf.reduce_sum(tf.where(tf.stop_gradient(whole) >= config.free_bits, kl_dims,
+                                              config.free_bits * tf.stop_gradient(share)))
+    kl_weight = schedules.kl_weight(step, config, total_steps)
+    return {"loss": recon + kl_weight * penalised_kl, "recon": recon, "kl": kl,
+            "kl_weight": tf.cast(kl_weight, tf.float32)}

@@ -1,0 +1,166 @@
+"""The self-describing run directory: what is in it, how it is written, and how it is loaded.
+
+Layout::
+
+    RUN_DIR/
+      run.json          what this directory is (format, seqvae version, vocab size, max length)
+      config.json       the Config of the run
+      vocab.json        the Vocabulary (special tokens first)
+      checkpoints/      tf.train.CheckpointManager: model, optimizer, step, epoch, batch in epoch
+      metrics.jsonl     one JSON object per logging step and per epoch
+      tensorboard/      TensorBoard event files
+      .lock             held by the training process
+
+Every JSON file is written to a temporary file and renamed over the old one, so a crash never
+leaves a half-written file; checkpoints are written by TensorFlow the same way (the ``checkpoint``
+index names only complete checkpoints).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from seqvae import __version__
+from seqvae.config import Config
+from seqvae.data.preparation import TextCodec
+from seqvae.data.tokenizers import Tokenizer, get_tokenizer
+from seqvae.data.vocabulary import Vocabulary
+from seqvae.errors import SeqvaeError
+from seqvae.files import read_jsonl, write_json_atomic, write_text_atomic
+
+RUN_FORMAT = "seqvae-run-1"
+
+
+def truncate_metrics(path: str, step: int) -> None:
+    """Drops metric lines logged after ``step`` (work a resumed run will redo)."""
+    kept = [r for r in read_jsonl(path) if r.get("step", 0) <= step]
+    write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+
+class RunLock:
+    """An exclusive ``flock`` on ``RUN_DIR/.lock``: one training process per run directory."""
+
+    def __init__(self, run_dir: str):
+        self.path = os.path.join(run_dir, ".lock")
+        self.handle = None
+
+    def __enter__(self) -> "RunLock":
+        self.handle = open(self.path, "a+")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.seek(0)
+            owner = self.handle.read().strip() or "unknown"
+            self.handle.close()
+            raise SeqvaeError(f"{os.path.dirname(self.path)}: another seqvae process (pid {owner}) "
+                              "is training in this run directory") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(str(os.getpid()))
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+@dataclass
+class Run:
+    """Everything a run directory holds, loaded: what is needed to sample, encode or resume."""
+
+    run_dir: str
+    config: Config
+    vocab: Vocabulary
+    tokenizer: Tokenizer
+    info: dict
+    model: Any = None  # SequenceVAE with the latest checkpoint's weights (load_run)
+
+    @property
+    def max_len(self) -> int:
+        return self.info["max_len"]
+
+    @property
+    def codec(self) -> TextCodec:
+        """Vocabulary, tokenizer and length: what ``encode_texts`` and ``ids_to_texts`` need."""
+        return TextCodec(self.vocab, self.info["tokenizer"], self.max_len)
+
+
+def write_run_files(run_dir: str, config: Config, vocab: Vocabulary, info: dict) -> None:
+    """Writes run.json, config.json and vocab.json."""
+    os.makedirs(run_dir, exist_ok=True)
+    write_json_atomic(os.path.join(run_dir, "config.json"), config.to_dict())
+    vocab.save(os.path.join(run_dir, "vocab.json"))
+    write_json_atomic(os.path.join(run_dir, "run.json"),
+                      {"format": RUN_FORMAT, "seqvae_version": __version__, **info})
+
+
+def read_run_files(run_dir: str) -> Run:
+    """Reads the description of a run directory (no TensorFlow work)."""
+    run_dir = os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        raise SeqvaeError(f"{run_dir}: no such run directory")
+    info_path = os.path.join(run_dir, "run.json")
+    if not os.path.exists(info_path):
+        raise SeqvaeError(f"{run_dir}: not a seqvae run directory (no run.json); "
+                          "create one with 'seqvae train --out DIR'")
+    try:
+        with open(info_path) as handle:
+            info = json.load(handle)
+    except (ValueError, UnicodeDecodeError):
+        raise SeqvaeError(f"{info_path}: corrupted (not valid JSON)") from None
+    except OSError as error:
+        raise SeqvaeError(f"{info_path}: cannot read ({error.strerror})") from None
+    if not isinstance(info, dict) or info.get("format") != RUN_FORMAT:
+        raise SeqvaeError(f"{info_path}: not a seqvae run (format {info.get('format') if isinstance(info, dict) else None!r})")
+    for key in ("max_len", "vocab_size", "tokenizer"):
+        if key not in info:
+            raise SeqvaeError(f"{info_path}: corrupted (missing '{key}')")
+    for key in ("max_len", "vocab_size"):
+        if type(info[key]) is not int or info[key] < 1:
+            raise SeqvaeError(f"{info_path}: corrupted ('{key}' must be a positive integer, "
+                              f"got {info[key]!r})")
+    from seqvae.config import load_config
+
+    config = load_config(os.path.join(run_dir, "config.json"))
+    vocab = Vocabulary.load(os.path.join(run_dir, "vocab.json"))
+    if len(vocab) != info["vocab_size"]:
+        raise SeqvaeError(f"{run_dir}: vocab.json has {len(vocab)} tokens but run.json says "
+                          f"{info['vocab_size']}; the run directory is corrupted")
+    return Run(run_dir, config, vocab, get_tokenizer(info["tokenizer"]), info)
+
+
+def checkpoint_dir(run_dir: str) -> str:
+    return os.path.join(run_dir, "checkpoints")
+
+
+def load_run(run_dir: str) -> Run:
+    """Loads a run directory with the model restored from its latest checkpoint."""
+    import tensorflow as tf
+
+    from seqvae.model.vae import SequenceVAE
+
+    run = read_run_files(run_dir)
+    model = SequenceVAE(run.config.model, len(run.vocab), run.max_len).build_weights()
+    latest = tf.train.latest_checkpoint(checkpoint_dir(run.run_dir))
+    if latest is None:
+        raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")
+    # Training checkpoints also hold every trainable variable under the optimizer
+    # (optimizer/_trainable_variables/i); those written before the model named its GRU layers
+    # as attributes hold the GRU weights only there. Restoring through both paths, the
+    # assertion requires that every trainable variable was found.
+    trained = tf.Module()
+    trained._trainable_variables = list(model.trainable_variables)
+    try:
+        status = tf.train.Checkpoint(model=model, optimizer=trained).restore(latest).expect_partial()
+        status.assert_existing_objects_matched()
+    except (tf.errors.OpError, AssertionError, ValueError) as error:
+        raise SeqvaeError(f"{latest}: cannot restore the checkpoint "
+                          f"({str(error).strip().splitlines()[0][:200]})") from None
+
+    run.model = model
+    return run

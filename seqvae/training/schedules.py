@@ -1,0 +1,74 @@
+"""Learning-rate and KL-weight schedules: pure functions of the optimizer step (Python numbers or
+tensors), and the learning rate as a Keras schedule of the optimizer's step counter."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from seqvae.config import TrainConfig
+
+
+def kl_weight(step, config: TrainConfig, total_steps: int = 0):
+    """KL weight at an optimizer step (works on Python numbers and on tensors).
+
+    - ``constant``: ``kl_weight_end`` at every step.
+    - ``linear`` (MOSES): ``start`` until ``kl_start_step``, then a straight line to ``end`` over
+      ``kl_anneal_steps`` steps, then ``end``.
+    - ``sigmoid`` (chemical VAE): ``start + (end - start) * sigmoid(10 * (p - 0.5))`` with
+      ``p = (step - kl_start_step) / kl_anneal_steps``, then ``end``.
+    - ``cyclical`` (Fu et al. 2019): the run (``total_steps``, else ``kl_anneal_steps *
+      kl_cycles``) is cut into ``kl_cycles`` cycles; in each, the weight rises linearly from
+      ``start`` to ``end`` over the first half and stays at ``end`` for the second half.
+    """
+    start, end = config.kl_weight_start, config.kl_weight_end
+    step = tf.cast(step, tf.float32)
+    if config.kl_schedule == "constant":
+        return tf.constant(end, tf.float32)
+    if config.kl_schedule == "cyclical":
+        period = max((total_steps or config.kl_anneal_steps * config.kl_cycles) / config.kl_cycles, 1.0)
+        phase = tf.math.floormod(step, period) / period
+        return start + (end - start) * tf.minimum(phase * 2.0, 1.0)
+    progress = tf.clip_by_value((step - config.kl_start_step) / max(config.kl_anneal_steps, 1), 0.0, 1.0)
+    if config.kl_schedule == "linear":
+        return start + (end - start) * progress
+    sig = tf.sigmoid(10.0 * (progress - 0.5))
+    return tf.where(progress >= 1.0, end, start + (end - start) * sig)
+
+
+def learning_rate(step, config: TrainConfig, total_steps: int = 0):
+    """Learning rate at an optimizer step: linear warm-up, then the configured decay.
+
+    - ``constant``: ``learning_rate``.
+    - ``cosine``: from ``learning_rate`` down to ``lr_min`` along a half cosine over
+      ``total_steps`` (the run's planned length; constant if unknown).
+    - ``exponential``: ``learning_rate * lr_decay_rate ** (step / lr_decay_steps)``, floored at
+      ``lr_min``.
+    """
+    step = tf.cast(step, tf.float32)
+    peak = config.learning_rate
+    if config.lr_schedule == "cosine" and total_steps > 0:
+        progress = tf.clip_by_value(step / float(total_steps), 0.0, 1.0)
+        rate = config.lr_min + 0.5 * (peak - config.lr_min) * (1.0 + tf.cos(math.pi * progress))
+    elif config.lr_schedule == "exponential":
+        rate = tf.maximum(peak * tf.pow(config.lr_decay_rate, step / config.lr_decay_steps), config.lr_min)
+    else:
+        rate = tf.constant(peak, tf.float32)
+    if config.warmup_steps > 0:
+        rate = rate * tf.minimum(1.0, (step + 1.0) / config.warmup_steps)
+    return rate
+
+
+class LearningRateSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The pure ``learning_rate`` as a Keras schedule of the optimizer's step counter."""
+
+    def __init__(self, config: TrainConfig, total_steps: int):
+        self.config, self.total_steps = config, total_steps
+
+    def __call__(self, step):
+        return learning_rate(step, self.config, self.total_steps)
+
+    def get_config(self):
+        return {}

@@ -1,0 +1,87 @@
+"""encode_texts / prepare_data: the one path from texts to ids."""
+
+import numpy as np
+import pytest
+
+from seqvae.config import DataConfig
+from seqvae.data.preparation import (TextCodec, encode_texts, ids_to_texts, prepare_data,
+                                     to_model_notation)
+from seqvae.data.tokenizers import SelfiesTokenizer
+from seqvae.data.vocabulary import EOS_ID, PAD_ID, UNK_ID, Vocabulary
+from seqvae.errors import SeqvaeError
+
+
+def smiles_codec(max_len=9):
+    return TextCodec(Vocabulary(["C", "Cl", "c", "1", "O", "(", ")", "="]), "smiles", max_len)
+
+
+def test_encode_texts_pads_and_ends_with_eos():
+    codec = smiles_codec()
+    encoded = encode_texts(codec, ["CCl", "c1ccccc1", "O"])
+    vocab = codec.vocab
+    assert encoded.ids.shape == (3, 9) and encoded.ids.dtype == np.int32
+    assert encoded.ids[0].tolist() == vocab.encode(["C", "Cl"]) + [PAD_ID] * 6
+    assert encoded.ids[2].tolist() == [vocab.encode(["O"], add_eos=False)[0], EOS_ID] + [PAD_ID] * 7
+    assert encoded.lengths.tolist() == [3, 9, 2]
+    assert encoded.kept.tolist() == [0, 1, 2] and encoded.problems == []
+    assert ids_to_texts(codec, encoded.ids) == ["CCl", "c1ccccc1", "O"]
+
+
+def test_encode_texts_skip_lists_each_problem_with_its_line():
+    codec = smiles_codec(max_len=4)
+    texts = ["CC", "C1CC", "xyz(", "CCCCCCC", "N", "CO"]
+    encoded = encode_texts(codec, texts, on_error="skip", source="f.smi",
+                           line_numbers=[2, 3, 4, 5, 6, 7])
+    assert encoded.kept.tolist() == [0, 5] and encoded.texts == ["CC", "CO"]
+    kinds = {row: kind for row, kind, _ in encoded.problems}
+    assert kinds == {1: "invalid", 2: "invalid", 3: "too_long", 4: "unknown_token"}
+    assert encoded.messages[0].startswith("f.smi:3: invalid SMILES")
+    assert encoded.messages[2] == "f.smi:5: 8 tokens with <eos>, longer than the model's maximum of 4"
+    assert encoded.messages[3] == "f.smi:6: token 'N' is not in the run's vocabulary"
+
+
+def test_encode_texts_raise_and_skip_invalid():
+    codec = smiles_codec()
+    with pytest.raises(SeqvaeError, match=r"^input:2: token 'N' is not in the run's vocabulary"):
+        encode_texts(codec, ["CC", "N"])
+    encoded = encode_texts(codec, ["CC", "C1CC"], on_error="skip_invalid")
+    assert encoded.kept.tolist() == [0] and len(encoded.problems) == 1
+    with pytest.raises(SeqvaeError, match="not in the run's vocabulary"):
+        encode_texts(codec, ["C1CC", "N"], on_error="skip_invalid")
+
+
+def test_smiles_runs_check_bracket_smiles_too():
+    """A SMILES run checks text starting with '[' as SMILES (only SELFIES runs treat it apart)."""
+    codec = TextCodec(Vocabulary(["[Na+]", ".", "[Cl-]", "[Xx]"]), "smiles", 8)
+    encoded = encode_texts(codec, ["[Na+].[Cl-]", "[Xx]"], on_error="skip")
+    assert encoded.kept.tolist() == [0]
+
+
+def test_selfies_runs_take_smiles_and_selfies_and_give_smiles():
+    selfies = SelfiesTokenizer.from_smiles("CCO")
+    assert to_model_notation("CCO", "selfies") == selfies == to_model_notation(selfies, "selfies")
+    assert to_model_notation("CCO", "smiles") == "CCO"
+    tokens = SelfiesTokenizer().tokenize(selfies)
+    codec = TextCodec(Vocabulary(sorted(set(tokens))), "selfies", 6)
+    encoded = encode_texts(codec, ["CCO", selfies])
+    assert (encoded.ids[0] == encoded.ids[1]).all()
+    assert ids_to_texts(codec, encoded.ids) == ["CCO", "CCO"]
+    assert encoded.texts == ["CCO", selfies]  # the texts as given
+
+
+def test_unknown_token_decodes_as_unk_and_empty_rows():
+    codec = smiles_codec()
+    ids = np.array([[UNK_ID, EOS_ID, 0], [EOS_ID, 0, 0]])
+    assert ids_to_texts(codec, ids) == ["<unk>", ""]
+
+
+def test_prepare_data_reuses_a_stored_codec_and_names_lines(tmp_path):
+    path = tmp_path / "data.smi"
+    path.write_text("CCO\nC1CC\nCCN\n")
+    fitted = prepare_data(DataConfig(validation_fraction=0.0), str(path))
+    assert fitted.skipped == 1 and fitted.texts == ["CCO", "CCN"]
+    assert fitted.max_len == 4 and "N" in fitted.vocab
+    other = tmp_path / "other.smi"
+    other.write_text("CCO\nCCS\n")
+    with pytest.raises(SeqvaeError, match=r"other.smi:2: token 'S' is not in the run's vocabulary"):
+        prepare_data(DataConfig(), str(other), codec=fitted.codec)

@@ -1,0 +1,334 @@
+"""Tests for seqvae.metrics: each metric against values worked out by hand on a few molecules.
+
+Morgan fingerprints (radius 2, 1024 bits) used throughout:
+  CCO (ethanol) has 6 features: 3 atom invariants (CH3, CH2, OH), 3 radius-1 environments
+  (CH3-C, C(C)O, O-C); the radius-2 environments repeat the whole-molecule bond set and are
+  dropped. CCN (ethylamine) likewise has 6. They share the CH3 and CH2 invariants and the CH3-CH2
+  environment: 3 bits, so T(CCO, CCN) = 3 / (6 + 6 - 3) = 1/3.
+"""
+
+import importlib.metadata
+import importlib.util
+import math
+import sys
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from seqvae.data import chemistry, moses
+from seqvae.errors import SeqvaeError
+from seqvae.evaluation import moses_metrics
+
+T_CCO_CCN = 1 / 3
+
+
+def _molsets_installed() -> bool:
+    try:
+        moses.moses_package_dir()
+    except SeqvaeError:
+        return False
+    return True
+
+
+needs_molsets = pytest.mark.skipif(not _molsets_installed(), reason="molsets not installed")
+
+
+@pytest.fixture(scope="module")
+def moses_reference():
+    """MOSES's own metrics module, importable only where torch (and its other deps) are."""
+    pytest.importorskip("torch")
+    try:
+        from moses.metrics import metrics as moses_metrics_module
+        from moses.metrics import utils as moses_utils
+    except Exception as error:  # noqa: BLE001  (pandas>=2, scipy, fcd_torch... any can be missing)
+        pytest.skip(f"moses.metrics does not import here: {error}")
+    return moses_metrics_module, moses_utils
+
+
+# --- molecules ----------------------------------------------------------------------------------
+
+
+# --- metrics on a handful of molecules ----------------------------------------------------------
+
+
+def test_fraction_valid():
+    assert moses_metrics.fraction_valid(["CCO", "C1CC", "c1ccccc1"]) == pytest.approx(2 / 3)
+    assert moses_metrics.fraction_valid(["", "CCO"]) == 0.5
+    assert math.isnan(moses_metrics.fraction_valid([]))
+
+
+def test_fraction_unique():
+    # OCC is CCO, C1=CC=CC=C1 is benzene: 2 distinct of 4
+    gen = ["CCO", "OCC", "c1ccccc1", "C1=CC=CC=C1"]
+    assert moses_metrics.fraction_unique(gen) == 0.5
+    assert moses_metrics.fraction_unique(gen, k=2) == 0.5  # CCO, OCC
+    assert moses_metrics.fraction_unique(gen, k=3) == pytest.approx(2 / 3)
+    with pytest.warns(UserWarning, match="unique@10"):
+        assert moses_metrics.fraction_unique(gen, k=10) == 0.5
+    with pytest.raises(SeqvaeError, match="invalid"):
+        moses_metrics.fraction_unique(["CCO", "xx"])
+    # MOSES counts the invalid entries as one more "unique" value when not checking
+    unchecked = moses_metrics.fraction_unique(["CCO", "xx", "yy"], check_validity=False)
+    assert unchecked == pytest.approx(2 / 3)
+
+
+def test_novelty():
+    # distinct valid canonical: {CCO, c1ccccc1}; only benzene is missing from train
+    assert moses_metrics.novelty(["CCO", "OCC", "c1ccccc1", "xx"], ["CCO"]) == 0.5
+    assert moses_metrics.novelty(["CCO"], {"CCO"}) == 0.0
+    assert math.isnan(moses_metrics.novelty(["xx"], ["CCO"]))
+
+
+def test_internal_diversity_two_molecules():
+    # pairs (self-pairs included): T = [[1, 1/3], [1/3, 1]]
+    # IntDiv  = 1 - mean(1, 1/3, 1/3, 1) = 1 - 2/3 = 1/3
+    # IntDiv2 = 1 - mean_x sqrt(mean_y T^2) = 1 - sqrt((1 + 1/9) / 2) = 1 - sqrt(5)/3
+    assert moses_metrics.internal_diversity(["CCO", "CCN"]) == pytest.approx(1 / 3, abs=1e-6)
+    assert moses_metrics.internal_diversity(["CCO", "CCN"], p=2) == pytest.approx(
+        1 - math.sqrt(5) / 3, abs=1e-6
+    )
+
+
+def test_internal_diversity_counts_duplicates_and_skips_invalid():
+    # rows of T over [CCO, CCO, CCN]: CCO -> (1 + 1 + 1/3)/3 = 7/9 (twice), CCN -> 5/9
+    # IntDiv = 1 - (7/9 + 7/9 + 5/9)/3 = 1 - 19/27 = 8/27
+    gen = ["CCO", "OCC", "xx", "CCN"]
+    assert moses_metrics.internal_diversity(gen) == pytest.approx(8 / 27, abs=1e-6)
+    assert moses_metrics.internal_diversity(["CCO"]) == 0.0
+    assert math.isnan(moses_metrics.internal_diversity(["xx"]))
+
+
+def test_tanimoto_matches_rdkit_and_chunking(monkeypatch):
+    from rdkit import DataStructs
+    from rdkit.Chem import rdFingerprintGenerator
+
+    smiles = ["CCO", "CCN", "c1ccccc1", "Cc1ccccc1", "CC(=O)Oc1ccccc1C(=O)O", "C1CCNCC1", "CCCl"]
+    mols = [chemistry.to_mol(s) for s in smiles]
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=1024)
+    fps = [generator.GetFingerprint(m) for m in mols]
+    expected = np.array([DataStructs.BulkTanimotoSimilarity(fp, fps) for fp in fps])
+    monkeypatch.setattr(moses_metrics, "_MATRIX_ELEMENTS", 4)  # reference blocks of 2 rows or fewer
+    bits = moses_metrics._fingerprints(mols)
+    weights = np.full(len(mols), 1 / len(mols))
+    mean = moses_metrics._aggregate_tanimoto(bits, bits, agg="mean", ref_weights=weights)
+    np.testing.assert_allclose(mean, expected.mean(1), atol=1e-6)
+    nearest_other = moses_metrics._aggregate_tanimoto(bits[:2], bits[2:], agg="max")
+    np.testing.assert_allclose(nearest_other, expected[:2, 2:].max(1), atol=1e-6)
+
+
+def test_snn():
+    # CCO's nearest in {CCO} is itself (1), CCN's is CCO (1/3): (1 + 1/3)/2
+    assert moses_metrics.snn(["CCO", "CCN", "xx"], ["CCO"]) == pytest.approx(2 / 3, abs=1e-6)
+    assert moses_metrics.snn(["CCO", "CCN"], ["CCN", "OCC"]) == pytest.approx(1.0)
+    assert moses_metrics.snn(["CCN"], ["CCO"]) == pytest.approx(T_CCO_CCN, abs=1e-6)
+    assert math.isnan(moses_metrics.snn(["xx"], ["CCO"]))
+
+
+def test_frag_similarity():
+    # no BRICS bond in benzene, ethanol or ethylamine: each molecule is its own fragment
+    # gen {c1ccccc1: 1, CCO: 1}, ref {c1ccccc1: 2, CCN: 1}: cos = 2 / (sqrt(2) sqrt(5))
+    gen, ref = ["c1ccccc1", "CCO"], ["c1ccccc1", "C1=CC=CC=C1", "CCN"]
+    assert moses_metrics.frag_similarity(gen, ref) == pytest.approx(2 / math.sqrt(10))
+    # ethyl benzoate cuts into [1*]C([6*])=O, [16*]c1ccccc1, [3*]O[3*], [4*]CC
+    # gen: those 4 once each; ref: the same 4 plus CCO: cos = 4 / (2 sqrt(5))
+    assert moses_metrics._fragments(chemistry.to_mol("CCOC(=O)c1ccccc1")) == [
+        "[1*]C([6*])=O", "[16*]c1ccccc1", "[3*]O[3*]", "[4*]CC"
+    ]
+    ester = ["CCOC(=O)c1ccccc1"]
+    assert moses_metrics.frag_similarity(ester, ester + ["CCO"]) == pytest.approx(2 / math.sqrt(5))
+    assert moses_metrics.frag_similarity(["c1ccccc1"], ["CCO"]) == 0.0
+    assert math.isnan(moses_metrics.frag_similarity(["xx"], ["CCO"]))
+
+
+def test_scaffold_similarity():
+    # gen scaffolds: diphenylmethane (from its methyl derivative) and naphthalene; benzene has one
+    # ring and is not counted. ref: diphenylmethane twice; ethanol has none.
+    # gen {dpm: 1, naph: 1}, ref {dpm: 2}: cos = 2 / (sqrt(2) * 2) = 1/sqrt(2)
+    gen = ["Cc1ccc(Cc2ccccc2)cc1", "c1ccccc1", "c1ccc2ccccc2c1"]
+    ref = ["c1ccc(Cc2ccccc2)cc1", "CCc1ccc(Cc2ccccc2)cc1", "CCO"]
+    assert moses_metrics.scaffold_similarity(gen, ref) == pytest.approx(1 / math.sqrt(2))
+    assert math.isnan(moses_metrics.scaffold_similarity(["c1ccccc1", "CCO"], ref))
+
+
+@needs_molsets
+@pytest.mark.parametrize(
+    "smiles, passes",
+    [
+        ("c1ccccc1", True),
+        ("CCO", True),
+        ("S=C1SC(=Cc2ccccc2)C(=O)N1", False),  # PAINS ene_rhod (benzylidene rhodanine)
+        ("O=C1C=CC(=O)C=C1", False),  # PAINS/MCF quinone
+        ("C=CC#N", False),  # MCF1: acrylonitrile Michael acceptor
+        ("CCCl", False),  # MCF4: primary alkyl halide
+        ("C[N+](C)(C)C", False),  # charged
+        ("CP(C)C", False),  # P is not an allowed atom
+        ("C1CCCCCCC1", False),  # 8-membered ring
+        ("xx", False),  # invalid
+    ],
+)
+def test_passes_filters(smiles, passes):
+    assert moses_metrics.passes_filters(smiles) is passes
+
+
+@needs_molsets
+def test_fraction_passes_filters():
+    gen = ["c1ccccc1", "S=C1SC(=Cc2ccccc2)C(=O)N1", "xx", "OCC"]
+    assert moses_metrics.fraction_passes_filters(gen) == 0.5  # invalid entries count as failing
+    assert math.isnan(moses_metrics.fraction_passes_filters([]))
+
+
+# --- reference statistics and the suite ---------------------------------------------------------
+
+
+def test_reference_stats_reused_equal_lists():
+    ref = ["CCO", "c1ccccc1", "CCOC(=O)c1ccccc1", "c1ccc(Cc2ccccc2)cc1", "xx"]
+    stats = moses_metrics.reference_stats(ref)
+    assert stats.size == 4 and stats.fingerprints.shape == (4, 128)
+    gen = ["CCN", "Cc1ccc(Cc2ccccc2)cc1", "CCOC(=O)c1ccccc1"]
+    for metric in (moses_metrics.snn, moses_metrics.frag_similarity, moses_metrics.scaffold_similarity):
+        assert metric(gen, stats) == metric(gen, ref)
+
+
+def test_moses_metrics_on_tiny_sets():
+    gen = ["CCO", "OCC", "CCN", "c1ccccc1", "xx"]
+    test, test_sf, train = ["CCO", "c1ccccc1"], ["CCN"], ["CCO"]
+    notes = []
+    result = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False, notes=notes)
+    valid = ["CCO", "CCO", "CCN", "c1ccccc1"]
+    assert result["valid"] == 0.8
+    assert result["unique@1000"] == result["unique@10000"] == 0.75
+    assert result["Novelty"] == pytest.approx(2 / 3)
+    assert result["SNN/Test"] == pytest.approx(moses_metrics.snn(valid, test))
+    assert result["SNN/TestSF"] == pytest.approx(moses_metrics.snn(valid, test_sf))
+    assert result["Frag/Test"] == pytest.approx(moses_metrics.frag_similarity(valid, test))
+    assert math.isnan(result["Scaf/Test"])  # no molecule with two rings
+    assert result["IntDiv"] == pytest.approx(moses_metrics.internal_diversity(valid))
+    assert result["IntDiv2"] == pytest.approx(moses_metrics.internal_diversity(valid, p=2))
+    if _molsets_installed():
+        assert result["Filters"] == 1.0
+    assert result["FCD/Test"] is None and result["FCD/TestSF"] is None
+    assert notes == ["FCD not computed: include_fcd=False",
+                     "unique@1000: only 4 valid molecules, all of them used",
+                     "unique@10000: only 4 valid molecules, all of them used"]
+    expected = {"valid", "unique@1000", "unique@10000", "Novelty", "IntDiv", "IntDiv2", "Filters"}
+    for name in ("Test", "TestSF"):
+        expected |= {f"FCD/{name}", f"SNN/{name}", f"Frag/{name}", f"Scaf/{name}"}
+    assert set(result) == expected
+
+
+def test_moses_metrics_with_no_valid_molecule():
+    lines = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = moses_metrics.moses_metrics(
+            ["xx", "C1CC"], ["CCO"], ["CCO"], ["CCN"], include_fcd=False, progress=lines.append
+        )
+    assert result["valid"] == 0.0
+    assert all(math.isnan(result[k]) for k in ("unique@1000", "Novelty", "IntDiv", "SNN/Test"))
+    assert lines and all(isinstance(line, str) for line in lines)
+
+
+# --- optional pieces: FCD, MOSES data -----------------------------------------------------------
+
+
+def test_fcd_missing_extra_message(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fcd", None)  # makes `import fcd` raise ImportError
+    hint = r"pip install torch==2\.13\.0 fcd==1\.2\.2"
+    with pytest.raises(moses_metrics.MissingExtraError, match=hint):
+        moses_metrics.fcd(["CCO", "CCN"], ["CCO", "CCC"])
+    assert issubclass(moses_metrics.MissingExtraError, SeqvaeError)
+    notes = []
+    result = moses_metrics.moses_metrics(["CCO"], ["CCO"], ["CCO"], ["CCN"], k=(1,), notes=notes)
+    assert result["FCD/Test"] is None and result["FCD/TestSF"] is None
+    assert len(notes) == 1 and "seqvae[fcd]" in notes[0]
+
+
+def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch):
+    # a stand-in fcd package: "activations" are (length, number of 'C') of each SMILES, and the
+    # "distance" is the squared distance of the means
+    def get_predictions(model, smiles, device):
+        return np.array([[len(s), s.count("C")] for s in smiles], float)
+
+    def calculate_frechet_distance(mu1, sigma1, mu2, sigma2):
+        return float((mu1 - mu2) @ (mu1 - mu2))
+
+    stub = types.SimpleNamespace(
+        load_ref_model=lambda: "chemnet",
+        get_predictions=get_predictions,
+        calculate_frechet_distance=calculate_frechet_distance,
+    )
+    monkeypatch.setitem(sys.modules, "fcd", stub)
+    monkeypatch.setitem(
+        sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=bool))
+    )
+    # gen: valid canonical [CCO, CCO] -> mean (3, 2); ref [c1ccccc1, CCN] -> mean (5.5, 1)
+    # distance = 2.5^2 + 1^2 = 7.25
+    gen, ref = ["CCO", "OCC", "xx"], ["c1ccccc1", "NCC"]
+    assert moses_metrics.fcd(gen, ref) == pytest.approx(7.25)
+    assert moses_metrics.fcd(gen, moses_metrics.reference_stats(ref, include_fcd=True)) == pytest.approx(7.25)
+    assert math.isnan(moses_metrics.fcd(["CCO"], ref))  # one molecule has no covariance
+    with pytest.raises(SeqvaeError, match="include_fcd=True"):
+        moses_metrics.fcd(gen, moses_metrics.reference_stats(ref))
+    notes = []
+    result = moses_metrics.moses_metrics(gen, ["CCO"], ref, ["CCO", "C"], k=(2,), notes=notes)
+    assert result["FCD/Test"] == pytest.approx(7.25)
+    assert result["FCD/TestSF"] == pytest.approx(1.25)  # ref mean (2, 1.5): 1^2 + 0.5^2
+    assert notes == []
+
+
+def test_fcd_of_a_set_with_itself_is_zero():
+    pytest.importorskip("torch")
+    pytest.importorskip("fcd")
+    smiles = ["CCO", "CCN", "c1ccccc1", "CC(=O)Oc1ccccc1C(=O)O", "C1CCNCC1", "CCCl"]
+    assert moses_metrics.fcd(smiles, smiles) == pytest.approx(0.0, abs=1e-3)
+    assert moses_metrics.fcd(smiles, smiles[::-1][:3]) > 0
+
+
+def test_missing_molsets_message(monkeypatch):
+    def no_distribution(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
+    monkeypatch.setattr(importlib.metadata, "distribution", no_distribution)
+    with pytest.raises(SeqvaeError, match=r"pip install --no-deps molsets==0\.3\.1"):
+        moses.moses_package_dir()
+
+
+@needs_molsets
+def test_default_reference_takes_fcd_statistics_from_moses(monkeypatch):
+    # seed the per-process cache so the 176k-molecule split is not processed here
+    seeded = moses_metrics.reference_stats(["CCO", "CCN"])
+    monkeypatch.setattr(moses_metrics, "_DEFAULT_REFERENCES", {"test": seeded})
+    stats = moses_metrics._default_reference("test", include_fcd=True, progress=None)
+    assert stats.fingerprints is seeded.fingerprints
+    assert stats.fcd_mean.shape == (512,) and stats.fcd_covariance.shape == (512, 512)
+    assert moses_metrics._default_reference("test", include_fcd=False, progress=None) is stats
+
+
+@needs_molsets
+def test_agreement_with_moses(moses_reference):
+    moses, moses_utils = moses_reference
+    gen, ref = AGREEMENT_SMILES, AGREEMENT_REFERENCE
+    valid = moses.remove_invalid(gen, canonize=True)
+    assert chemistry.remove_invalid(gen) == valid
+    assert moses_metrics.fraction_valid(gen) == pytest.approx(moses.fraction_valid(gen), abs=1e-6)
+    assert moses_metrics.fraction_unique(valid) == pytest.approx(moses.fraction_unique(valid), abs=1e-6)
+    assert moses_metrics.novelty(gen, ref) == pytest.approx(moses.novelty(gen, ref), abs=1e-6)
+    mols = [moses_utils.get_mol(s) for s in valid]
+    ref_mols = [moses_utils.get_mol(s) for s in ref]
+    for p in (1, 2):
+        assert moses_metrics.internal_diversity(valid, p=p) == pytest.approx(
+            moses.internal_diversity(mols, p=p), abs=1e-6
+        )
+    assert moses_metrics.fraction_passes_filters(gen) == pytest.approx(
+        moses.fraction_passes_filters(gen), abs=1e-6
+    )
+    pairs = [
+        (moses_metrics.snn, moses.SNNMetric),
+        (moses_metrics.frag_similarity, moses.FragMetric),
+        (moses_metrics.scaffold_similarity, moses.ScafMetric),
+    ]
+    for ours, theirs in pairs:
+        assert ours(valid, ref) == pytest.approx(theirs()(gen=mols, ref=ref_mols), abs=1e-6)

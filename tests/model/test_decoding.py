@@ -1,0 +1,219 @@
+"""Tests for seqvae.decoding: the decoding loop driven by stub step functions, no model."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from seqvae.errors import SeqvaeError
+from seqvae.model.decoding import decode_loop, filter_logits
+
+PAD, BOS, EOS, VOCAB = 0, 1, 2, 10
+
+# Row b emits TABLE[b, t] at step t (when decoding greedily).
+TABLE = np.array([
+    [4, 5, EOS, 7, 7, 7],
+    [6, EOS, 7, 7, 7, 7],
+    [8, 9, 4, EOS, 5, 5],
+], np.int32)
+
+
+def table_step(table, calls=None):
+    """A step function whose state is the step counter t; it prefers ``table[:, t]``."""
+    table = tf.constant(table)
+
+    def step(tokens, t):
+        if calls is not None:
+            calls.append(int(t))  # eager only: counts how many steps ran
+        return 10.0 * tf.one_hot(table[:, t], VOCAB), t + 1
+
+    return step
+
+
+def test_greedy_follows_the_table_and_pads_after_eos():
+    calls = []
+    out = decode_loop(table_step(TABLE, calls), tf.constant(0), 3, 6, BOS, EOS, greedy=True)
+    assert out.dtype == tf.int32 and out.shape == (3, 6)
+    np.testing.assert_array_equal(out.numpy(), [
+        [4, 5, EOS, PAD, PAD, PAD],
+        [6, EOS, PAD, PAD, PAD, PAD],
+        [8, 9, 4, EOS, PAD, PAD],
+    ])
+    # Every row has emitted <eos> after 4 steps: the loop stops there, not at max_len.
+    assert calls == [0, 1, 2, 3]
+
+
+def test_loop_runs_to_max_len_without_eos():
+    calls = []
+    table = np.full((2, 5), 7, np.int32)
+    out = decode_loop(table_step(table, calls), tf.constant(0), 2, 5, BOS, EOS, greedy=True)
+    np.testing.assert_array_equal(out.numpy(), np.full((2, 5), 7))
+    assert calls == [0, 1, 2, 3, 4]
+
+
+def test_step_function_gets_start_token_then_its_own_output():
+    seen = []
+
+    def step(tokens, state):
+        seen.append(tokens.numpy().tolist())
+        return 10.0 * tf.one_hot(tokens + 1, VOCAB), state  # prefer the next id
+
+    out = decode_loop(step, tf.zeros([2]), 2, 8, start_id=5, eos_id=9, greedy=True)
+    np.testing.assert_array_equal(out.numpy(), [[6, 7, 8, 9, 0, 0, 0, 0]] * 2)
+    assert seen == [[5, 5], [6, 6], [7, 7], [8, 8]]
+
+
+def test_custom_pad_id_after_eos():
+    out = decode_loop(table_step(TABLE), tf.constant(0), 3, 6, BOS, EOS, pad_id=3, greedy=True)
+    assert out.numpy()[1].tolist() == [6, EOS, 3, 3, 3, 3]
+
+
+def test_state_may_be_a_nest():
+    def step(tokens, state):
+        t, history = state
+        logits = 10.0 * tf.one_hot(tf.fill([2], 4 + t), VOCAB)
+        return logits, (t + 1, history + tf.cast(tokens, tf.float32))
+
+    out = decode_loop(step, (tf.constant(0), tf.zeros([2])), 2, 4, BOS, EOS, greedy=True)
+    np.testing.assert_array_equal(out.numpy(), [[4, 5, 6, 7]] * 2)
+
+
+RANDOM_LOGITS = np.random.default_rng(0).normal(size=(12, 64, VOCAB)).astype(np.float32)
+
+
+def random_step(tokens, t):
+    """Fixed random logits per step; state is the step counter."""
+    return tf.gather(tf.constant(RANDOM_LOGITS), t), t + 1
+
+
+def sample(**kwargs):
+    return decode_loop(random_step, tf.constant(0), 64, 12, BOS, EOS, **kwargs).numpy()
+
+
+def test_top_k_one_equals_greedy():
+    greedy = sample(greedy=True)
+    np.testing.assert_array_equal(sample(top_k=1, seed=tf.constant([1, 2])), greedy)
+    np.testing.assert_array_equal(sample(top_k=1, temperature=3.0, seed=tf.constant([5, 6])), greedy)
+    # A vanishing temperature is greedy too.
+    np.testing.assert_array_equal(sample(temperature=1e-4, seed=tf.constant([1, 2])), greedy)
+
+
+def test_temperature_zero_is_greedy_and_bad_controls_are_rejected():
+    np.testing.assert_array_equal(sample(temperature=0.0, seed=tf.constant([1, 2])), sample(greedy=True))
+    with pytest.raises(SeqvaeError, match="temperature must be >= 0"):
+        sample(temperature=-1.0)
+    with pytest.raises(SeqvaeError, match="top_k must be >= 0"):
+        sample(top_k=-3)
+
+
+def test_top_k_above_vocabulary_size_keeps_everything():
+    np.testing.assert_array_equal(sample(top_k=VOCAB + 50, seed=tf.constant([1, 2])),
+                                  sample(seed=tf.constant([1, 2])))
+
+
+def test_same_seed_same_samples_different_seed_different():
+    first = sample(seed=tf.constant([1, 2]))
+    np.testing.assert_array_equal(first, sample(seed=tf.constant([1, 2])))
+    assert not np.array_equal(first, sample(seed=tf.constant([1, 3])))
+    assert not np.array_equal(first, sample(greedy=True))
+    np.testing.assert_array_equal(sample(), sample(seed=tf.constant([0, 0])))  # default seed
+
+
+def test_samples_are_padded_after_eos():
+    for row in sample(seed=tf.constant([4, 4]), temperature=2.0):
+        ends = np.flatnonzero(row == EOS)
+        if len(ends):
+            assert np.all(row[ends[0] + 1:] == PAD)
+
+
+def test_top_k_restricts_the_choices():
+    out = sample(top_k=3, temperature=5.0, seed=tf.constant([7, 7]))
+    top3 = np.argsort(RANDOM_LOGITS, axis=-1)[..., -3:]  # (T, B, 3)
+    for t in range(out.shape[1]):
+        for b in range(out.shape[0]):
+            if out[b, t] != PAD:
+                assert out[b, t] in top3[t, b]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 0.5])
+def test_temperature_sharpens_or_flattens(temperature):
+    probs = np.array([0.5, 0.3, 0.2], np.float32)
+    rows = 20_000
+
+    def step(tokens, state):
+        return tf.math.log(tf.tile(probs[None], [rows, 1])), state
+
+    out = decode_loop(step, tf.constant(0), rows, 1, BOS, eos_id=9, temperature=temperature,
+                      seed=tf.constant([3, 1])).numpy()
+    expected = probs ** (1 / temperature) / (probs ** (1 / temperature)).sum()
+    np.testing.assert_allclose(np.bincount(out[:, 0], minlength=3) / rows, expected, atol=0.015)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("kwargs", [dict(greedy=True), dict(temperature=0.7, top_k=4)])
+def test_same_output_in_tf_function_and_xla(jit_compile, kwargs):
+    expected = sample(seed=tf.constant([9, 9]), **kwargs)
+
+    @tf.function(jit_compile=jit_compile)
+    def run(logits, seed):
+        def step(tokens, t):
+            return tf.gather(logits, t), t + 1
+
+        return decode_loop(step, tf.constant(0), tf.shape(logits)[1], 12, BOS, EOS, seed=seed, **kwargs)
+
+    np.testing.assert_array_equal(run(tf.constant(RANDOM_LOGITS), tf.constant([9, 9])).numpy(), expected)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_compiled_loop_stops_early(jit_compile):
+    steps = tf.Variable(0)
+
+    @tf.function(jit_compile=jit_compile)
+    def run():
+        inner = table_step(TABLE)
+
+        def step(tokens, t):
+            steps.assign_add(1)
+            return inner(tokens, t)
+
+        return decode_loop(step, tf.constant(0), 3, 6, BOS, EOS, greedy=True)
+
+    np.testing.assert_array_equal(run().numpy()[2], [8, 9, 4, EOS, PAD, PAD])
+    assert int(steps.numpy()) == 4
+
+
+def test_filter_logits():
+    logits = tf.constant([[1.0, 4.0, 2.0, 3.0], [0.0, -1.0, 5.0, 5.0]])
+    np.testing.assert_allclose(filter_logits(logits).numpy(), logits.numpy())
+    np.testing.assert_allclose(filter_logits(logits, temperature=2.0).numpy(), logits.numpy() / 2)
+    inf = float("-inf")
+    np.testing.assert_array_equal(filter_logits(logits, top_k=2).numpy(),
+                                  [[inf, 4.0, inf, 3.0], [inf, inf, 5.0, 5.0]])
+    np.testing.assert_array_equal(filter_logits(logits, temperature=0.5, top_k=1).numpy(),
+                                  [[inf, 8.0, inf, inf], [inf, inf, 10.0, 10.0]])  # ties kept
+    np.testing.assert_allclose(filter_logits(logits, top_k=4).numpy(), logits.numpy())
+    np.testing.assert_allclose(filter_logits(logits, top_k=100).numpy(), logits.numpy())
+    assert filter_logits(tf.constant([[1.0, 2.0]], tf.bfloat16)).dtype == tf.float32
+
+
+def test_compacting_loop_gives_the_same_samples_and_stops_rows_early():
+    """Dropping finished rows must not change any sample (noise is drawn per original row)."""
+    import tensorflow as tf
+
+    from seqvae.model.decoding import decode_loop
+
+    vocab, eos = 7, 2
+    table = tf.random.stateless_normal([vocab, vocab], seed=[3, 4]) * 2.0
+
+    def step(tokens, state):
+        (hidden,) = state
+        return tf.gather(table, tokens) + hidden, (hidden * 0.9,)
+
+    state = (tf.random.stateless_normal([16, vocab], seed=[5, 6]),)
+    for greedy in (True, False):
+        kwargs = dict(batch_size=16, max_len=12, start_id=1, eos_id=eos, greedy=greedy,
+                      temperature=0.8, top_k=3, seed=tf.constant([7, 8]))
+        fixed = decode_loop(step, state, **kwargs).numpy()
+        compact = decode_loop(step, state, compact=True, **kwargs).numpy()
+        np.testing.assert_array_equal(fixed, compact)
+        compiled = tf.function(lambda: decode_loop(step, state, compact=True, **kwargs))().numpy()
+        np.testing.assert_array_equal(fixed, compiled)

@@ -1,0 +1,138 @@
+"""The gradient doctor finds the classic bug and passes seqvae's own models."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import tiny_config
+
+from seqvae.training import doctor, objective
+
+
+def test_classify_gradient():
+    assert doctor.classify_gradient(None) == "None"
+    assert doctor.classify_gradient(tf.zeros([2])) == "zero"
+    assert doctor.classify_gradient(tf.constant([1.0, np.nan])) == "non-finite"
+    assert doctor.classify_gradient(tf.constant([0.0, 1.0])) == "ok"
+
+
+def test_the_classic_assign_loop_loses_decoder_gradients():
+    """The bug seqvae exists to avoid: step outputs assigned into a tf.Variable."""
+    dense = tf.keras.layers.Dense(4)
+    z = tf.ones([3, 5])
+    dense(z)
+    with tf.GradientTape() as tape:
+        buffer = tf.Variable(tf.zeros([3, 3, 4]))
+        for t in range(3):
+            buffer[:, t, :].assign(tf.nn.softmax(dense(z)))
+        loss = tf.reduce_sum(buffer)
+    gradients = tape.gradient(loss, dense.trainable_weights)
+    assert [doctor.classify_gradient(g) for g in gradients] == ["None", "None"]
+
+
+def test_doctor_reports_every_mode_ok_and_formats_a_table():
+    reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8,
+                                 executions=("eager", "tf.function"))
+    assert len(reports) == 3 * 3 * 2
+    assert all(r.ok for r in reports)
+    table = doctor.format_reports(reports)
+    assert "18 of 18 checks passed" in table
+
+
+def _custom_loop_loss(models, assign_into_variable):
+    """A stand-in for ``compute_losses`` written as the classic custom loop: the decoder runs
+    step by step (free running, each step's softmax fed back) and the step outputs are either
+    assigned into a ``tf.Variable`` buffer that the loss then reads (the bug) or stacked (fine).
+    ``models`` collects the model ``check_gradients`` builds."""
+    buffers = {}
+
+    def loss_fn(model, ids, step, config, total_steps, **_):
+        models.append(model)
+        batch, steps = ids.shape
+        decoder = model.decoder
+        z_mean, z_log_var = model.encoder(ids, training=True)
+        states = decoder.initial_states(z_mean)
+        latent_proj = decoder.latent_projection(z_mean)
+        previous = decoder.start_tokens(batch)
+        outputs = []
+        if assign_into_variable and "buffer" not in buffers:  # created once, outside tf.function
+            buffers["buffer"] = tf.Variable(tf.zeros([batch, steps, model.vocab_size]),
+                                            trainable=False)
+        for t in range(steps):
+            logits, states = decoder.step(decoder.token_projection(previous), latent_proj, states)
+            previous = tf.nn.softmax(logits)
+            if assign_into_variable:
+                buffers["buffer"][:, t, :].assign(previous)
+            else:
+                outputs.append(previous)
+        probabilities = (tf.convert_to_tensor(buffers["buffer"]) if assign_into_variable
+                         else tf.stack(outputs, axis=1))
+        recon = objective.probability_cross_entropy(tf.one_hot(ids, model.vocab_size),
+                                                    probabilities)
+        return {"loss": recon + 0.1 * objective.kl_divergence(z_mean, z_log_var)}
+
+    return loss_fn
+
+
+def _check_custom_loop(monkeypatch, assign_into_variable):
+    models = []
+    # check_gradients looks compute_losses up in seqvae.training.objective when it runs.
+    monkeypatch.setattr(objective, "compute_losses",
+                        _custom_loop_loss(models, assign_into_variable))
+    if hasattr(doctor, "compute_losses"):  # should the import move to module level
+        monkeypatch.setattr(doctor, "compute_losses", objective.compute_losses)
+    config = tiny_config(decoder_input="free_running", decoder_layers=1)
+    reports = doctor.check_gradients(config, doctor.example_batch(10, 6), vocab_size=10)
+    assert models, "check_gradients did not use the patched loss"
+    return reports, models[0]
+
+
+def test_check_gradients_catches_decoder_outputs_assigned_into_a_variable(monkeypatch):
+    """The original bug for real: check_gradients reports every decoder weight as None."""
+    reports, model = _check_custom_loop(monkeypatch, assign_into_variable=True)
+    decoder_paths = {v.path for v in model.decoder.trainable_variables}
+    encoder_paths = {v.path for v in model.encoder.trainable_variables}
+    assert decoder_paths and encoder_paths
+    assert [r.execution for r in reports] == ["eager", "tf.function", "xla"]
+    for report in reports:
+        assert not report.ok, report
+        assert report.problems == {path: "None" for path in decoder_paths}, report
+        assert report.variables == len(model.trainable_variables)
+    table = doctor.format_reports(reports)
+    assert "0 of 3 checks passed" in table and "variables marked None get no gradient" in table
+    for path in decoder_paths:
+        assert f"    {path}: None" in table
+
+
+def test_check_gradients_passes_the_same_loop_without_the_assign(monkeypatch):
+    """Control: the same hand-written loop with the step outputs stacked has every gradient."""
+    reports, _ = _check_custom_loop(monkeypatch, assign_into_variable=False)
+    for report in reports:
+        assert report.ok, report
+
+
+@pytest.mark.skip(reason="needs doctor API change")
+def test_check_model_gradients_on_an_arbitrary_model_and_loss():
+    """Proposed API: ``doctor.check_model_gradients(model, loss_fn, ids, executions=EXECUTIONS,
+    rtol=1e-4) -> list[GradientReport]`` classifies the gradients of ``loss_fn(model, ids)``
+    with respect to ``model.trainable_variables`` in each execution (``check_gradients``
+    would build the SequenceVAE and call it with ``compute_losses``)."""
+    model = tf.keras.Sequential([tf.keras.layers.Dense(4), tf.keras.layers.Dense(3)])
+    model.build([None, 5])
+    buffer = tf.Variable(tf.zeros([2, 3]), trainable=False)
+
+    def assign_loss(model, ids):
+        buffer.assign(model(ids))  # the output path of every weight is cut here
+        return tf.reduce_sum(tf.convert_to_tensor(buffer) ** 2)
+
+    reports = doctor.check_model_gradients(model, assign_loss, tf.ones([2, 5]),
+                                           executions=("eager", "tf.function"))
+    for report in reports:
+        assert not report.ok
+        assert report.problems == {v.path: "None" for v in model.trainable_variables}
+
+
+def test_doctor_mixed_precision_gradients_reach_every_weight():
+    reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8, all_modes=False,
+                                 precisions=("mixed_bfloat16", "mixed_float16"))
+    assert {r.precision for r in reports} == {"mixed_bfloat16", "mixed_float16"}
+    assert all(r.ok for r in reports), doctor.format_reports(reports)

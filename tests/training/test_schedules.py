@@ -1,0 +1,67 @@
+"""KL-weight and learning-rate schedules: hand-checked values, Python numbers and tensors alike."""
+
+import math
+
+import pytest
+import tensorflow as tf
+
+from seqvae.config import TrainConfig
+from seqvae.training import schedules
+
+
+KL = dict(kl_weight_start=0.1, kl_weight_end=0.5, kl_start_step=10, kl_anneal_steps=100)
+
+
+@pytest.mark.parametrize("schedule, step, expected", [
+    ("constant", 0, 0.5), ("constant", 10_000, 0.5),
+    ("linear", 0, 0.1), ("linear", 10, 0.1), ("linear", 35, 0.2), ("linear", 60, 0.3),
+    ("linear", 110, 0.5), ("linear", 5000, 0.5),
+    ("sigmoid", 0, 0.1 + 0.4 / (1 + math.exp(5))), ("sigmoid", 10, 0.1 + 0.4 / (1 + math.exp(5))),
+    ("sigmoid", 60, 0.3), ("sigmoid", 80, 0.1 + 0.4 / (1 + math.exp(-2))),
+    ("sigmoid", 110, 0.5), ("sigmoid", 5000, 0.5),
+])
+def test_kl_weight_schedules(schedule, step, expected):
+    config = TrainConfig(kl_schedule=schedule, **KL)
+    assert float(schedules.kl_weight(step, config)) == pytest.approx(expected, rel=1e-5)
+    as_tensor = schedules.kl_weight(tf.constant(step, tf.int64), config)
+    assert float(as_tensor) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("step, expected", [
+    (0, 0.1), (25, 0.3), (50, 0.5), (99, 0.5), (100, 0.1), (125, 0.3), (150, 0.5), (399, 0.5),
+])
+def test_kl_weight_cyclical(step, expected):
+    config = TrainConfig(kl_schedule="cyclical", kl_cycles=4, **KL)
+    # 4 cycles over a 400-step run: period 100, rising over the first 50 steps of each.
+    assert float(schedules.kl_weight(step, config, total_steps=400)) == pytest.approx(expected, rel=1e-5)
+    # Without a run length the period is kl_anneal_steps (100) as well.
+    assert float(schedules.kl_weight(step, config)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_kl_weight_inside_tf_function():
+    config = TrainConfig(kl_schedule="linear", **KL)
+    compiled = tf.function(lambda step: schedules.kl_weight(step, config), jit_compile=True)
+    assert float(compiled(tf.constant(60, tf.int64))) == pytest.approx(0.3, rel=1e-5)
+
+
+LR = dict(learning_rate=1e-3, lr_min=1e-4, lr_decay_steps=10, lr_decay_rate=0.5)
+
+
+@pytest.mark.parametrize("schedule, step, total, expected", [
+    ("constant", 0, 100, 1e-3), ("constant", 99, 100, 1e-3),
+    ("cosine", 0, 100, 1e-3), ("cosine", 50, 100, 5.5e-4), ("cosine", 100, 100, 1e-4),
+    ("cosine", 500, 100, 1e-4), ("cosine", 50, 0, 1e-3),  # unknown run length: constant
+    ("exponential", 0, 0, 1e-3), ("exponential", 10, 0, 5e-4), ("exponential", 20, 0, 2.5e-4),
+    ("exponential", 5, 0, 1e-3 * 0.5 ** 0.5), ("exponential", 1000, 0, 1e-4),  # floored at lr_min
+])
+def test_learning_rate_schedules(schedule, step, total, expected):
+    config = TrainConfig(lr_schedule=schedule, **LR)
+    assert float(schedules.learning_rate(step, config, total)) == pytest.approx(expected, rel=1e-5)
+    assert float(schedules.learning_rate(tf.constant(step, tf.int64), config, total)) == pytest.approx(
+        expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("step, factor", [(0, 0.1), (4, 0.5), (9, 1.0), (10, 1.0), (1000, 1.0)])
+def test_learning_rate_warmup(step, factor):
+    config = TrainConfig(lr_schedule="constant", warmup_steps=10, **LR)
+    assert float(schedules.learning_rate(step, config, 100)) == pytest.approx(1e-3 * factor, rel=1e-5)
