@@ -20,6 +20,7 @@ ENCODERS = ("gru", "conv", "dense")
 DECODER_INPUTS = ("teacher_forcing", "free_running", "latent_only")
 Z_CONDITIONINGS = ("init", "concat", "both")
 KL_SCHEDULES = ("constant", "linear", "sigmoid", "cyclical")
+KL_REDUCTIONS = ("per_token", "per_molecule")
 LR_SCHEDULES = ("constant", "cosine", "exponential")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -98,9 +99,15 @@ class TrainConfig:
     kl_weight_end: float = 0.05  # KL weight after the schedule (MOSES: 0.05)
     kl_start_step: int = 0  # schedule starts here (weight_start before)
     kl_anneal_steps: int = 2000  # steps from start to end weight (one cycle for cyclical)
+    kl_anneal_fraction: float = 0.0  # > 0: anneal over this fraction of the planned run instead
+    kl_reduction: str = "per_token"  # per_token: recon per token + kl_weight * KL per molecule
+    #   (MOSES; the beta per molecule is kl_weight times the molecule's tokens) | per_molecule:
+    #   recon summed per molecule, so kl_weight is the ELBO's beta whatever the length
     kl_cycles: int = 4  # cyclical: number of cycles
     free_bits: float = 0.0  # nats per latent dimension not penalised (0 = off)
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
+    patience: int = 0  # stop after this many validations without a better val loss (0 = off)
+    validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
     jit_compile: bool = False  # compile the train step with XLA
     precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
     seed: int = 0  # seeds data order, reparametrization noise, dropout and initial weights
@@ -113,6 +120,9 @@ class TrainConfig:
         _check_choice("train.kl_schedule", self.kl_schedule, KL_SCHEDULES)
         _check_choice("train.lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _check_choice("train.precision", self.precision, PRECISIONS)
+        _check_choice("train.kl_reduction", self.kl_reduction, KL_REDUCTIONS)
+        if not 0.0 <= self.kl_anneal_fraction <= 1.0:
+            raise SeqvaeError("train.kl_anneal_fraction must be in [0, 1]")
         if self.batch_size < 1 or not self.learning_rate > 0:  # `not >` also rejects NaN
             raise SeqvaeError("train.batch_size must be >= 1 and train.learning_rate > 0")
         if not 0.0 <= self.word_dropout < 1.0:
@@ -123,7 +133,7 @@ class TrainConfig:
                 raise SeqvaeError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         for name in ("epochs", "max_steps", "time_budget", "lr_min", "warmup_steps", "clip_norm",
                      "kl_weight_start", "kl_weight_end", "kl_start_step", "kl_anneal_steps",
-                     "free_bits"):
+                     "free_bits", "patience", "validate_every"):
             if not getattr(self, name) >= 0:
                 raise SeqvaeError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 < self.lr_decay_rate <= 1.0:
@@ -273,9 +283,19 @@ def moses_config() -> Config:
     return Config(model=ModelConfig(init_per_layer=False))
 
 
+def user_config() -> Config:
+    """Training on the user's own data (``seqvae train mine.smi``): the demo's CPU-sized model,
+    none of its limits (all lines, no time budget), up to 100 epochs with early stopping after 3
+    epochs without a better validation loss."""
+    demo = demo_config()
+    return dataclasses.replace(
+        demo, data=dataclasses.replace(demo.data, limit=0),
+        train=dataclasses.replace(demo.train, epochs=100, time_budget=0.0, patience=3))
+
+
 def preset_config(name: str) -> Config:
-    """``demo`` or ``moses`` (``--preset``)."""
-    presets = {"demo": demo_config, "moses": moses_config}
+    """``demo``, ``moses`` or ``user`` (``--preset``)."""
+    presets = {"demo": demo_config, "moses": moses_config, "user": user_config}
     if name not in presets:
         raise SeqvaeError(f"unknown preset {name!r}; choose one of: {', '.join(presets)}")
     return presets[name]()

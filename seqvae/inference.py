@@ -119,21 +119,41 @@ def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bo
     mask = ids != PAD_ID
     decode_ids = compiled_decoder(run)
 
-    def accuracy(z):
-        decoded = np.concatenate([decode_ids(tf.constant(z[s:s + batch_size]), tf.constant([0, 0])).numpy()
-                                  for s in range(0, len(z), batch_size)])
-        same = (decoded == ids) | ~mask
+    def decoded(z):
+        return np.concatenate([decode_ids(tf.constant(z[s:s + batch_size]), tf.constant([0, 0])).numpy()
+                               for s in range(0, len(z), batch_size)])
+
+    def accuracy(z, out=None):
+        out = decoded(z) if out is None else out
+        same = (out == ids) | ~mask
         return float((same & mask).sum() / mask.sum()), float(same.all(axis=1).mean())
 
-    token_mean, seq_mean = accuracy(mean)
+    from_mean = decoded(mean)
+    token_mean, seq_mean = accuracy(mean, from_mean)
+    exact = same_texts(run, ids_to_texts(run.codec, ids), ids_to_texts(run.codec, from_mean))
     sampled = []
     for i in range(num_samples):
         eps = randomness.normal(mean.shape, randomness.fold_in(randomness.as_seed(seed), i)).numpy()
         sampled.append(accuracy(mean + np.exp(0.5 * log_var) * eps))
-    return {"sequences": len(ids), "token_accuracy_mean_z": token_mean,
+    return {"sequences": len(ids), "exact_match_mean_z": float(np.mean(exact)),
+            "token_accuracy_mean_z": token_mean,
             "sequence_accuracy_mean_z": seq_mean, "samples_per_sequence": num_samples,
             "token_accuracy_sampled_z": float(np.mean([a for a, _ in sampled])) if sampled else None,
             "sequence_accuracy_sampled_z": float(np.mean([b for _, b in sampled])) if sampled else None}
+
+
+def same_texts(run: Run, inputs: list[str], outputs: list[str]) -> np.ndarray:
+    """bool ``(N,)``: output i is input i, as canonical SMILES for molecule runs (another
+    spelling of the same molecule counts), as text otherwise."""
+    if not run.codec.molecules:
+        return np.array([a == b for a, b in zip(inputs, outputs)], bool)
+    from rdkit import rdBase
+
+    from seqvae.data.chemistry import canonical_smiles
+
+    with rdBase.BlockLogs():
+        return np.array([canonical_smiles(b) is not None and canonical_smiles(a) == canonical_smiles(b)
+                         for a, b in zip(inputs, outputs)], bool)
 
 
 def interpolate(run: Run, start: str, end: str, steps: int = 10, slerp: bool = False) -> list[tuple[float, str]]:

@@ -126,3 +126,16 @@ def test_resume_continues_to_max_steps(run_dir, tmp_path, capsys):
     shutil.copytree(run_dir, copy)
     assert main(["train", "--out", copy, "--resume", "--max-steps", "8"]) == 0
     assert "trained 8 steps" in capsys.readouterr().out
+
+
+def test_user_data_gets_no_demo_limits_and_the_limits_are_printed(tmp_path, capsys):
+    data = tmp_path / "mine.smi"
+    data.write_text("\n".join(SMILES) + "\n")
+    code = main(["train", str(data), "--out", str(tmp_path / "r"), "--max-steps", "2",
+                 "--set", "model.decoder_units=16", "--set", "model.encoder_units=16",
+                 "--set", "train.export_at_end=false"])
+    assert code == 0
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if line.startswith("seqvae: training on"))
+    assert "data.limit" not in line and "no time budget" in line
+    assert "stops after 3 validations without improvement" in line

@@ -145,12 +145,17 @@ def build_training(config: Config, max_len: int, vocab_size: int, total_steps: i
     with (strategy or tf.distribute.get_strategy()).scope():
         with precision_policy(config.train.precision):
             model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
-        optimizer = keras.optimizers.Adam(learning_rate=LearningRateSchedule(config.train, total_steps))
+        planned = tf.Variable(total_steps, dtype=tf.int64, trainable=False)
+        optimizer = keras.optimizers.Adam(learning_rate=LearningRateSchedule(config.train, planned))
         if config.train.precision == "mixed_float16":  # float16 needs loss scaling
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
-                    for name in ("step", "epoch", "batch")}
+                    for name in ("step", "epoch", "batch", "bad_validations")}
+        # the run's planned length, which schedules read: re-planned when time bounds the run
+        counters["planned"] = planned
+        counters["best_val"] = tf.Variable(float("inf"), dtype=tf.float64, name="best_val",
+                                           trainable=False)
     return model, optimizer, counters
 
 
@@ -228,20 +233,44 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     if resume and manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
         run_lib.truncate_metrics(metrics_path, int(counters["step"].numpy()))
-    train_step = make_train_step(model, optimizer, tcfg, total_steps, counters, strategy)
+    planned = counters["planned"]
+    if not tcfg.time_budget:  # a resumed run may train longer than first planned
+        planned.assign(total_steps)
+    train_step = make_train_step(model, optimizer, tcfg, planned, counters, strategy)
     eval_step = tf.function(
-        lambda ids, step: compute_losses(model, ids, step, tcfg, total_steps, training=False),
+        lambda ids, step: compute_losses(model, ids, step, tcfg, planned, training=False),
         input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
     trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
     progress = _Progress(total_steps, tcfg.log_every) if chief else None
     workers = distribute_lib.worker_count(strategy)
+    if chief:
+        print(describe_limits(config, source, total_steps), file=sys.stderr, flush=True)
+
+    def validate(epoch: int, kind: str) -> bool:
+        """Validation pass, its record, and the patience count; True when the run plateaued."""
+        if not (chief or tcfg.patience):  # every worker validates when patience must agree
+            return False
+        record = {"kind": kind, "epoch": epoch, "step": int(counters["step"].numpy()),
+                  **_validation_losses(source.validation(), eval_step)}
+        if kind == "epoch":
+            record.update({f"train_{k}": float(t.result()) for k, t in trackers.items()})
+        if chief:
+            _log_record(record, metrics_path, writer)
+        if not tcfg.patience or "val_loss" not in record:
+            return False
+        if record["val_loss"] < float(counters["best_val"].numpy()):
+            counters["best_val"].assign(record["val_loss"])
+            counters["bad_validations"].assign(0)
+        else:
+            counters["bad_validations"].assign_add(1)
+        return int(counters["bad_validations"].numpy()) >= tcfg.patience
 
     interrupted = []
     previous_handler = None
     if hasattr(signal, "SIGINT") and _in_main_thread():
         previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
-    stop_reason, values, seen, train_time = "epochs", {}, 0, 0.0
+    stop_reason, values, seen, train_time, steps_here = "epochs", {}, 0, 0.0, 0
     try:
         while int(counters["epoch"].numpy()) < tcfg.epochs:
             epoch = int(counters["epoch"].numpy())
@@ -267,9 +296,15 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                         with writer.as_default(step=step):
                             for key, value in values.items():
                                 tf.summary.scalar(f"train/{key}", value)
+                if tcfg.time_budget and step % tcfg.log_every == 0:
+                    planned.assign(_replan(tcfg, step, steps_here, train_time, total_steps))
+                steps_here += 1
+                plateau = bool(tcfg.validate_every) and step % tcfg.validate_every == 0 and (
+                    validate(epoch, "validation"))
                 if step % tcfg.checkpoint_every == 0:
                     manager.save(checkpoint_number=step)  # every worker: collective save
-                stop_reason = _stop_reason(tcfg, step, train_time, interrupted)
+                stop_reason = "plateau" if plateau else _stop_reason(tcfg, step, train_time,
+                                                                     interrupted)
                 if workers > 1:  # every worker must stop at the same step
                     stop_reason = _agree_on_stop(strategy, stop_reason)
                 if stop_reason:
@@ -278,10 +313,11 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                 break
             counters["epoch"].assign_add(1)
             counters["batch"].assign(0)
-            if chief:
-                _end_of_epoch(source.validation(), eval_step, counters, trackers, metrics_path,
-                              writer, epoch)
+            plateau = not tcfg.validate_every and validate(epoch, "epoch")
             manager.save(checkpoint_number=int(counters["step"].numpy()))
+            if plateau:
+                stop_reason = "plateau"
+                break
         stop_reason = stop_reason or "epochs"
     except tf.errors.OpError as error:
         if workers > 1:
@@ -319,7 +355,33 @@ def weights_checksum(model: keras.Model) -> str:
     return digest.hexdigest()[:16]
 
 
-_STOP_REASONS = ("", "max_steps", "time_budget", "interrupted")
+_STOP_REASONS = ("", "plateau", "max_steps", "time_budget", "interrupted")
+
+
+def _replan(config: TrainConfig, step: int, steps_here: int, train_time: float,
+            total_steps: int) -> int:
+    """The run's length in steps when time bounds it: the steps done plus what the rest of the
+    budget allows at this process's measured rate (after 20 warm-up steps; at most the epochs
+    or max_steps plan), so the LR and KL schedules end where the budget ends."""
+    if steps_here < 20 or train_time <= 0:
+        return total_steps
+    remaining = max(config.time_budget - train_time, 0.0) * steps_here / train_time
+    return max(step + 1, min(total_steps, step + int(remaining)))
+
+
+def describe_limits(config: Config, source, total_steps: int) -> str:
+    """One line with what bounds the run: data, epochs and steps, time, early stopping."""
+    tcfg, dcfg = config.train, config.data
+    parts = [f"{source.train_size:,} training and {source.validation_size:,} validation "
+             f"sequences" + (f" (data.limit {dcfg.limit:,})" if dcfg.limit else ""),
+             f"batch {tcfg.batch_size}", f"up to {tcfg.epochs} epochs = {total_steps:,} steps"]
+    if tcfg.max_steps:
+        parts.append(f"max_steps {tcfg.max_steps:,}")
+    parts.append(f"time budget {tcfg.time_budget:g}s (schedules re-planned to fit)"
+                 if tcfg.time_budget else "no time budget")
+    parts.append(f"stops after {tcfg.patience} validations without improvement"
+                 if tcfg.patience else "no early stopping")
+    return "seqvae: training on " + ", ".join(parts)
 
 
 def _agree_on_stop(strategy: tf.distribute.Strategy, reason: str) -> str:
@@ -345,23 +407,23 @@ def _stop_reason(config: TrainConfig, step: int, train_time: float, interrupted:
     return ""
 
 
-def _end_of_epoch(validation_batches, eval_step, counters, trackers, metrics_path, writer,
-                  epoch: int) -> None:
-    """Validation pass (fixed seeds, so it is comparable across epochs) and the epoch record."""
-    record = {"kind": "epoch", "epoch": epoch, "step": int(counters["step"].numpy()),
-              **{f"train_{k}": float(t.result()) for k, t in trackers.items()}}
+def _validation_losses(validation_batches, eval_step) -> dict:
+    """Mean loss, recon and KL over the validation batches (fixed seeds: comparable passes)."""
     sums, count = {}, 0
     for i, ids in enumerate(validation_batches):
         out = eval_step(ids, tf.constant(10**9 + i, tf.int64))
         for key in ("loss", "recon", "kl"):
             sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
         count += int(ids.shape[0])
-    if count:
-        record.update({f"val_{k}": v / count for k, v in sums.items()})
+    return {f"val_{k}": v / count for k, v in sums.items()} if count else {}
+
+
+def _log_record(record: dict, metrics_path: str, writer) -> None:
+    """One metrics.jsonl line and its TensorBoard scalars."""
     files.append_jsonl(metrics_path, record)
     with writer.as_default(step=record["step"]):
         for key, value in record.items():
             if key.startswith(("train_", "val_")):
-                tf.summary.scalar(f"epoch/{key}", value)
+                tf.summary.scalar(f"{record['kind']}/{key}", value)
 
 

@@ -130,10 +130,14 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
                    shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
                    sum_replicas: Callable[[tf.Tensor], tf.Tensor] | None = None,
                    ) -> dict[str, tf.Tensor]:
-    """The training objective on one batch: ``recon + kl_weight * KL`` (MOSES convention).
+    """The training objective on one batch: ``recon_term + kl_weight * KL``.
 
-    ``recon`` is the mean cross-entropy per real token; ``kl`` is summed over latent dimensions,
-    averaged over the batch (``kl_per_dimension`` and ``token_cross_entropy`` define both).
+    ``kl`` is summed over latent dimensions and averaged over the batch. ``recon`` (logged) is the
+    mean cross-entropy per real token. The loss's reconstruction term follows
+    ``config.kl_reduction``: ``per_token`` (MOSES) uses ``recon``, so the KL weight per molecule
+    is ``kl_weight`` times its number of tokens; ``per_molecule`` uses the cross-entropy summed
+    over each molecule's tokens and averaged over the batch, so ``kl_weight`` is the beta of the
+    per-molecule ELBO whatever the lengths (``kl_weight = 1`` is the ELBO itself).
     Randomness is seeded by ``step``.
 
     Args:
@@ -156,8 +160,10 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
     noise = randomness.normal([global_rows, model.config.latent_dim], randomness.fold_in(seed, 0))
     out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs,
                 z_noise=noise[offset:offset + rows])
-    recon = tf.reduce_sum(sequence_cross_entropy(ids, out["logits"])) / tf.maximum(global_tokens, 1.0)
+    recon_sum = tf.reduce_sum(sequence_cross_entropy(ids, out["logits"]))
+    recon = recon_sum / tf.maximum(global_tokens, 1.0)
     global_rows = tf.cast(global_rows, tf.float32)
+    recon_term = recon if config.kl_reduction == "per_token" else recon_sum / global_rows
     kl_dims = kl_per_dimension(out["z_mean"], out["z_log_var"]) * (
         tf.cast(rows, tf.float32) / global_rows)  # this slice's share of the batch mean
     kl = tf.reduce_sum(kl_dims)
@@ -168,5 +174,5 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
         penalised_kl = tf.reduce_sum(tf.where(tf.stop_gradient(whole) >= config.free_bits, kl_dims,
                                               config.free_bits * tf.stop_gradient(share)))
     kl_weight = schedules.kl_weight(step, config, total_steps)
-    return {"loss": recon + kl_weight * penalised_kl, "recon": recon, "kl": kl,
+    return {"loss": recon_term + kl_weight * penalised_kl, "recon": recon, "kl": kl,
             "kl_weight": tf.cast(kl_weight, tf.float32)}

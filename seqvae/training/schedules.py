@@ -11,7 +11,7 @@ import tensorflow as tf
 from seqvae.config import TrainConfig
 
 
-def kl_weight(step, config: TrainConfig, total_steps: int = 0):
+def kl_weight(step, config: TrainConfig, total_steps=0):
     """KL weight at an optimizer step (works on Python numbers and on tensors).
 
     - ``constant``: ``kl_weight_end`` at every step.
@@ -22,23 +22,32 @@ def kl_weight(step, config: TrainConfig, total_steps: int = 0):
     - ``cyclical`` (Fu et al. 2019): the run (``total_steps``, else ``kl_anneal_steps *
       kl_cycles``) is cut into ``kl_cycles`` cycles; in each, the weight rises linearly from
       ``start`` to ``end`` over the first half and stays at ``end`` for the second half.
+
+    ``kl_anneal_fraction > 0`` replaces ``kl_anneal_steps`` by that fraction of ``total_steps``
+    (the planned run, an int or a tensor that a time-bounded run re-plans), so a run of any
+    length ends annealed.
     """
     start, end = config.kl_weight_start, config.kl_weight_end
     step = tf.cast(step, tf.float32)
+    total = tf.cast(total_steps, tf.float32)
     if config.kl_schedule == "constant":
         return tf.constant(end, tf.float32)
+    anneal = tf.constant(float(config.kl_anneal_steps))
+    if config.kl_anneal_fraction > 0:
+        anneal = tf.where(total > 0, config.kl_anneal_fraction * total, anneal)
     if config.kl_schedule == "cyclical":
-        period = max((total_steps or config.kl_anneal_steps * config.kl_cycles) / config.kl_cycles, 1.0)
+        run = tf.where(total > 0, total, anneal * config.kl_cycles)
+        period = tf.maximum(run / config.kl_cycles, 1.0)
         phase = tf.math.floormod(step, period) / period
         return start + (end - start) * tf.minimum(phase * 2.0, 1.0)
-    progress = tf.clip_by_value((step - config.kl_start_step) / max(config.kl_anneal_steps, 1), 0.0, 1.0)
+    progress = tf.clip_by_value((step - config.kl_start_step) / tf.maximum(anneal, 1.0), 0.0, 1.0)
     if config.kl_schedule == "linear":
         return start + (end - start) * progress
     sig = tf.sigmoid(10.0 * (progress - 0.5))
     return tf.where(progress >= 1.0, end, start + (end - start) * sig)
 
 
-def learning_rate(step, config: TrainConfig, total_steps: int = 0):
+def learning_rate(step, config: TrainConfig, total_steps=0):
     """Learning rate at an optimizer step: linear warm-up, then the configured decay.
 
     - ``constant``: ``learning_rate``.
@@ -49,9 +58,11 @@ def learning_rate(step, config: TrainConfig, total_steps: int = 0):
     """
     step = tf.cast(step, tf.float32)
     peak = config.learning_rate
-    if config.lr_schedule == "cosine" and total_steps > 0:
-        progress = tf.clip_by_value(step / float(total_steps), 0.0, 1.0)
-        rate = config.lr_min + 0.5 * (peak - config.lr_min) * (1.0 + tf.cos(math.pi * progress))
+    if config.lr_schedule == "cosine":
+        total = tf.cast(total_steps, tf.float32)
+        progress = tf.clip_by_value(step / tf.maximum(total, 1.0), 0.0, 1.0)
+        cosine = config.lr_min + 0.5 * (peak - config.lr_min) * (1.0 + tf.cos(math.pi * progress))
+        rate = tf.where(total > 0, cosine, peak)
     elif config.lr_schedule == "exponential":
         rate = tf.maximum(peak * tf.pow(config.lr_decay_rate, step / config.lr_decay_steps), config.lr_min)
     else:
@@ -64,7 +75,7 @@ def learning_rate(step, config: TrainConfig, total_steps: int = 0):
 class LearningRateSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """The pure ``learning_rate`` as a Keras schedule of the optimizer's step counter."""
 
-    def __init__(self, config: TrainConfig, total_steps: int):
+    def __init__(self, config: TrainConfig, total_steps):
         self.config, self.total_steps = config, total_steps
 
     def __call__(self, step):

@@ -160,3 +160,42 @@ def test_load_run_restores_every_trained_weight(tmp_path, smiles):
     a = run.model(ids, training=False, seed=tf.constant([1, 1]))["logits"]
     b = again.model(ids, training=False, seed=tf.constant([1, 1]))["logits"]
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("reduction", ["per_token", "per_molecule"])
+def test_kl_reduction_fixes_beta_per_molecule_whatever_the_length(reduction):
+    """per_molecule: loss = summed recon per molecule + kl_weight * KL, on short and long
+    molecules alike; per_token (MOSES): recon per token + kl_weight * KL."""
+    config = _with_train(tiny_config(), kl_schedule="constant", kl_weight_end=0.3,
+                         kl_reduction=reduction)
+    model, _, _ = build_training(config, 12, 12, 100)
+    short = np.array([[5, 6, 2] + [0] * 9, [7, 2] + [0] * 10], np.int32)
+    long = np.array([[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 6, 2]] * 2, np.int32)
+    for ids in (short, long):
+        out = compute_losses(model, tf.constant(ids), tf.constant(0, tf.int64), config.train, 100)
+        tokens, rows = (ids != 0).sum(), len(ids)
+        recon = float(out["recon"]) * tokens / rows if reduction == "per_molecule" else float(
+            out["recon"])
+        assert float(out["loss"]) == pytest.approx(recon + 0.3 * float(out["kl"]), rel=1e-5)
+
+
+def test_replan_fits_the_rest_of_the_budget():
+    from seqvae.training.loop import _replan
+
+    config = tiny_config().train
+    config = dataclasses.replace(config, time_budget=20.0)
+    assert _replan(config, 100, 100, 10.0, 10_000) == 200  # 10 s left at 10 steps/s
+    assert _replan(config, 100, 100, 10.0, 150) == 150  # never past the epochs/max_steps plan
+    assert _replan(config, 10, 10, 1.0, 10_000) == 10_000  # still warming up: keep the plan
+    assert _replan(config, 300, 100, 25.0, 10_000) == 301  # over budget: ends now
+
+
+def test_patience_stops_a_run_that_no_longer_improves(tmp_path, smiles, capsys):
+    config = _with_train(tiny_config(), epochs=50, patience=2, learning_rate=1e-12,
+                         lr_schedule="constant", kl_schedule="constant")
+    summary = train(config, str(tmp_path / "run"), smiles)
+    assert summary["stop_reason"] == "plateau" and summary["epochs"] == 3
+    epochs = [r for r in read_jsonl(str(tmp_path / "run" / "metrics.jsonl")) if r["kind"] == "epoch"]
+    assert len(epochs) == 3 and all("val_loss" in r for r in epochs)
+    err = capsys.readouterr().err
+    assert "seqvae: training on" in err and "stops after 2 validations without improvement" in err

@@ -65,3 +65,26 @@ def test_learning_rate_schedules(schedule, step, total, expected):
 def test_learning_rate_warmup(step, factor):
     config = TrainConfig(lr_schedule="constant", warmup_steps=10, **LR)
     assert float(schedules.learning_rate(step, config, 100)) == pytest.approx(1e-3 * factor, rel=1e-5)
+
+
+def test_kl_anneal_over_a_fraction_of_a_replanned_run():
+    """A time-bounded run re-plans its length; fraction-based annealing follows the new plan."""
+    config = TrainConfig(kl_schedule="linear", kl_weight_start=0.0, kl_weight_end=1.0,
+                         kl_anneal_fraction=0.5, kl_anneal_steps=10_000)
+    planned = tf.Variable(100, dtype=tf.int64)
+    compiled = tf.function(lambda step: schedules.kl_weight(step, config, planned))
+    assert float(compiled(25)) == pytest.approx(0.5)
+    assert float(compiled(50)) == pytest.approx(1.0)
+    planned.assign(200)  # no retrace needed: the plan is a variable
+    assert float(compiled(50)) == pytest.approx(0.5)
+    assert float(compiled(100)) == pytest.approx(1.0)
+
+
+def test_cosine_ends_decayed_at_the_planned_length():
+    config = TrainConfig(lr_schedule="cosine", learning_rate=1e-3, lr_min=1e-4)
+    planned = tf.Variable(100, dtype=tf.int64)
+    assert float(schedules.learning_rate(100, config, planned)) == pytest.approx(1e-4)
+    planned.assign(400)
+    assert float(schedules.learning_rate(200, config, planned)) == pytest.approx(5.5e-4)
+    assert float(schedules.learning_rate(400, config, planned)) == pytest.approx(1e-4)
+    assert float(schedules.learning_rate(7, config, 0)) == pytest.approx(1e-3)  # length unknown
