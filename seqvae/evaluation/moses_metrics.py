@@ -425,8 +425,13 @@ def _import_fcd() -> Any:
 
 
 def _chemnet_statistics(smiles: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Mean (512,) and covariance (512, 512) of ChemNet activations; Nones for < 2 molecules."""
+    """Mean (512,) and covariance (512, 512) of ChemNet activations; Nones for < 2 molecules.
+
+    Each SMILES is cut at its first ``.``, as MOSES's ChemNet encoder (fcd_torch) does, since it
+    reads ``.`` as the end of the string; the ``fcd`` package would encode every fragment.
+    """
     fcd_package = _import_fcd()
+    smiles = [text.split(".", 1)[0] for text in smiles]
     if len(smiles) < 2:
         return None, None
     import torch

@@ -44,7 +44,10 @@ def as_features(inputs: tf.Tensor, vocab_size: int, embedding: keras.layers.Laye
 
 
 def sequence_mask(inputs: tf.Tensor, pad_id: int = PAD_ID) -> tf.Tensor:
-    """bool ``(B, T)``: True at real tokens (ids != pad, or one-hot rows that are not all zero)."""
+    """bool ``(B, T)``: True at the real tokens, those before the first ``<pad>`` (id ``pad_id``,
+    or an all-zero one-hot row); whatever follows the first pad is not part of the sequence."""
     if inputs.dtype.is_integer:
-        return tf.not_equal(inputs, pad_id)
-    return tf.reduce_sum(inputs, axis=-1) > 0
+        real = tf.not_equal(inputs, pad_id)
+    else:
+        real = tf.reduce_sum(inputs, axis=-1) > 0
+    return tf.cast(tf.math.cumprod(tf.cast(real, tf.int32), axis=1), tf.bool)

@@ -62,21 +62,29 @@ def example_batch(vocab_size: int, max_len: int, batch_size: int = 4, seed: int 
     return tf.constant(ids)
 
 
-def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
-                    executions=EXECUTIONS, rtol: float = 1e-4) -> list[GradientReport]:
-    """Checks one configuration in each execution mode (a fresh model, the same weights)."""
-    from seqvae.training.objective import compute_losses
+def check_model_gradients(model, loss_fn, ids: tf.Tensor, executions=EXECUTIONS,
+                          rtol: float = 1e-4, mode: tuple[str, str, str] = ("custom", "-", "float32")
+                          ) -> list[GradientReport]:
+    """Classifies the gradient of every trainable variable of any model for any loss.
 
-    with precision_policy(config.train.precision):
-        model = SequenceVAE(config.model, vocab_size, int(ids.shape[1])).build_weights()
-    # Force KL and the rest of the objective on (a weight of 0 at step 0 would hide KL paths).
-    tcfg = dataclasses.replace(config.train, kl_schedule="constant",
-                               kl_weight_end=max(config.train.kl_weight_end, 0.1))
+    Args:
+      model: a Keras model (or anything with ``trainable_variables``).
+      loss_fn: ``(model, ids, step) -> scalar loss``, the user's own training objective.
+      ids: one example batch.
+      executions: any of ``eager``, ``tf.function``, ``xla``.
+      rtol: how close the compiled losses must be to the eager one.
+      mode: ``(decoder_input, z_conditioning, precision)`` for the report's labels.
+
+    Returns:
+      One ``GradientReport`` per execution; ``ok`` is False if a variable's gradient is None
+      (its path to the loss is cut, e.g. by ``tf.Variable.assign``), zero or not finite, or
+      a compiled loss differs from the eager loss.
+    """
     variables = model.trainable_variables
 
     def loss_and_gradients(batch, step):
         with tf.GradientTape() as tape:
-            loss = compute_losses(model, batch, step, tcfg, 1)["loss"]
+            loss = loss_fn(model, batch, step)
         return loss, tape.gradient(loss, variables)
 
     runners = {"eager": loss_and_gradients,
@@ -93,10 +101,26 @@ def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
             verdict = classify_gradient(gradient)
             if verdict != "ok":
                 problems[variable.path] = verdict
-        reports.append(GradientReport(config.model.decoder_input, config.model.z_conditioning,
-                                      execution, config.train.precision, loss, len(variables), problems,
+        reports.append(GradientReport(mode[0], mode[1], execution, mode[2], loss, len(variables),
+                                      problems,
                                       abs(loss - eager_loss) <= rtol * max(1.0, abs(eager_loss))))
     return reports
+
+
+def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
+                    executions=EXECUTIONS, rtol: float = 1e-4) -> list[GradientReport]:
+    """``check_model_gradients`` of a fresh SequenceVAE for ``config`` and seqvae's objective."""
+    from seqvae.training.objective import compute_losses
+
+    with precision_policy(config.train.precision):
+        model = SequenceVAE(config.model, vocab_size, int(ids.shape[1])).build_weights()
+    # Force KL and the rest of the objective on (a weight of 0 at step 0 would hide KL paths).
+    tcfg = dataclasses.replace(config.train, kl_schedule="constant",
+                               kl_weight_end=max(config.train.kl_weight_end, 0.1))
+    return check_model_gradients(
+        model, lambda model, batch, step: compute_losses(model, batch, step, tcfg, 1)["loss"],
+        ids, executions, rtol,
+        (config.model.decoder_input, config.model.z_conditioning, config.train.precision))
 
 
 def doctor(config: Config, vocab_size: int = 30, max_len: int = 24, batch_size: int = 4,

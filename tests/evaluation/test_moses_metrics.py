@@ -35,18 +35,6 @@ def _molsets_installed() -> bool:
 needs_molsets = pytest.mark.skipif(not _molsets_installed(), reason="molsets not installed")
 
 
-@pytest.fixture(scope="module")
-def moses_reference():
-    """MOSES's own metrics module, importable only where torch (and its other deps) are."""
-    pytest.importorskip("torch")
-    try:
-        from moses.metrics import metrics as moses_metrics_module
-        from moses.metrics import utils as moses_utils
-    except Exception as error:  # noqa: BLE001  (pandas>=2, scipy, fcd_torch... any can be missing)
-        pytest.skip(f"moses.metrics does not import here: {error}")
-    return moses_metrics_module, moses_utils
-
-
 # --- molecules ----------------------------------------------------------------------------------
 
 
@@ -305,30 +293,3 @@ def test_default_reference_takes_fcd_statistics_from_moses(monkeypatch):
     assert stats.fingerprints is seeded.fingerprints
     assert stats.fcd_mean.shape == (512,) and stats.fcd_covariance.shape == (512, 512)
     assert moses_metrics._default_reference("test", include_fcd=False, progress=None) is stats
-
-
-@needs_molsets
-def test_agreement_with_moses(moses_reference):
-    moses, moses_utils = moses_reference
-    gen, ref = AGREEMENT_SMILES, AGREEMENT_REFERENCE
-    valid = moses.remove_invalid(gen, canonize=True)
-    assert chemistry.remove_invalid(gen) == valid
-    assert moses_metrics.fraction_valid(gen) == pytest.approx(moses.fraction_valid(gen), abs=1e-6)
-    assert moses_metrics.fraction_unique(valid) == pytest.approx(moses.fraction_unique(valid), abs=1e-6)
-    assert moses_metrics.novelty(gen, ref) == pytest.approx(moses.novelty(gen, ref), abs=1e-6)
-    mols = [moses_utils.get_mol(s) for s in valid]
-    ref_mols = [moses_utils.get_mol(s) for s in ref]
-    for p in (1, 2):
-        assert moses_metrics.internal_diversity(valid, p=p) == pytest.approx(
-            moses.internal_diversity(mols, p=p), abs=1e-6
-        )
-    assert moses_metrics.fraction_passes_filters(gen) == pytest.approx(
-        moses.fraction_passes_filters(gen), abs=1e-6
-    )
-    pairs = [
-        (moses_metrics.snn, moses.SNNMetric),
-        (moses_metrics.frag_similarity, moses.FragMetric),
-        (moses_metrics.scaffold_similarity, moses.ScafMetric),
-    ]
-    for ours, theirs in pairs:
-        assert ours(valid, ref) == pytest.approx(theirs()(gen=mols, ref=ref_mols), abs=1e-6)

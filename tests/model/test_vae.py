@@ -99,17 +99,18 @@ def test_encoder_ignores_padding(extra):
     assert np.abs(changed.numpy() - mean.numpy()).max() > 1e-4
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "layers.sequence_mask is per position (ids != <pad>): non-pad tokens after the first <pad> "
-    "are encoded, though the Encoder docstring says '<pad> = 0 marks the end'. The data "
-    "pipeline never produces such rows; remove this xfail if the model should ignore them."))
-def test_encoder_ignores_tokens_after_the_first_pad():
-    model = SequenceVAE(tiny_config().model, 12, 10).build_weights()
+@pytest.mark.parametrize("encoder", [dict(encoder="gru"), dict(encoder="gru", encoder_layers=2,
+                                                                encoder_bidirectional=True),
+                                     dict(encoder="conv"), dict(encoder="dense")])
+def test_encoder_ignores_tokens_after_the_first_pad(encoder):
+    """The first <pad> ends the sequence: what follows it is not encoded."""
+    model = SequenceVAE(tiny_config(**encoder).model, 12, 10).build_weights()
     short = tf.constant([[5, 6, 7, 2, 0, 0, 0, 0, 0, 0]])
     garbage_after_end = tf.constant([[5, 6, 7, 2, 0, 0, 9, 9, 9, 9]])  # non-pad after the end
-    mean_a, _ = model.encoder(short)
-    mean_b, _ = model.encoder(garbage_after_end)
+    mean_a, log_var_a = model.encoder(short)
+    mean_b, log_var_b = model.encoder(garbage_after_end)
     np.testing.assert_allclose(mean_a.numpy(), mean_b.numpy(), atol=1e-6)
+    np.testing.assert_allclose(log_var_a.numpy(), log_var_b.numpy(), atol=1e-6)
 
 
 def _overfit(decoder_input: str, steps: int = 300):
