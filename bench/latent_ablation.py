@@ -30,13 +30,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # name -> --set overrides on top of the demo preset
 RECIPES = {
     "demo": [],
+    "bidir": ["model.encoder_bidirectional=true"],
     "beta_molecule": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.1"],
     "beta_molecule_bidir": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
                             "model.encoder_bidirectional=true"],
+    "beta0.3_molecule_bidir": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
+                               "model.encoder_bidirectional=true"],
+    "beta_molecule_bidir_emb": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
+                                "model.encoder_bidirectional=true", "model.embedding_dim=64"],
     "beta_molecule_freebits": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
                                "train.free_bits=0.1"],
-    "beta_molecule_warmup": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
-                             "train.kl_start_step=500"],
     "low_beta_token": ["train.kl_weight_end=0.002"],
 }
 

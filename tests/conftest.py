@@ -40,3 +40,14 @@ def train_tiny_run(folder, steps: int = 20):
     run_dir = str(folder / "run")
     train(config, run_dir, data=SMILES)
     return load_run(run_dir)
+
+
+# Held-out molecules written with the training set's tokens only.
+HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1", "CC(C)(C)O",
+            "CCOC", "NCCO"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny run trained for 20 steps on SMILES, once per test module."""
+    return train_tiny_run(tmp_path_factory.mktemp("run"))

@@ -1,18 +1,8 @@
 """Tests for seqvae.evaluation.reconstruction (the Kusner et al. protocol) on a tiny run."""
 
-import pytest
-from conftest import train_tiny_run
+from conftest import HELD_OUT as TEST
 
 from seqvae.evaluation import reconstruction
-
-# Held-out molecules written with the training set's tokens only.
-TEST = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1", "CC(C)(C)O",
-        "CCOC", "NCCO"]
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return train_tiny_run(tmp_path_factory.mktemp("run"))
 
 
 def test_reconstruction_protocol_keys_and_ranges(run):

@@ -4,20 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from conftest import train_tiny_run
+from conftest import HELD_OUT as TEST
 
 from seqvae.errors import SeqvaeError
 from seqvae.evaluation import vae_quality
-
-# Held-out molecules written with the training set's tokens only.
-TEST = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1", "CC(C)(C)O",
-        "CCOC", "NCCO"]
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return train_tiny_run(tmp_path_factory.mktemp("run"))
-
 
 # --- vae_quality ---------------------------------------------------------------------------------
 
