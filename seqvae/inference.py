@@ -9,6 +9,7 @@ molecule run, SELFIES runs included.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Callable
 
 import numpy as np
@@ -36,22 +37,24 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
 
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
            seed: int = 0, batch_size: int = 1000,
-           progress: Callable[[str], None] | None = None) -> list[str]:
+           progress: Callable[[str], None] | None = None, verb: str = "decoded") -> list[str]:
     """Decodes latent vectors ``z (N, latent_dim)`` into texts.
 
-    Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch.
+    Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch,
+    ``"{verb} done/total (rate/s)"``.
     """
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
     decode_ids = compiled_decoder(run, greedy, temperature, top_k)
     base = randomness.as_seed(seed)
-    texts = []
+    texts, started = [], time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
         ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i))
         texts.extend(ids_to_texts(run.codec, ids.numpy()))
         if progress is not None:
-            progress(f"decoded {len(texts)}/{len(z)}")
+            rate = len(texts) / max(time.monotonic() - started, 1e-9)
+            progress(f"{verb} {len(texts)}/{len(z)} ({rate:.0f}/s)")
     return texts
 
 
@@ -65,7 +68,7 @@ def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy:
     """
     z = decoding.prior_z(num, run.config.model.latent_dim, seed)
     return decode(run, z.numpy(), greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
-                  batch_size=batch_size, progress=progress)
+                  batch_size=batch_size, progress=progress, verb="sampled")
 
 
 def encode_ids(run: Run, data, strict: bool = False, skip: bool = False) -> EncodedTexts:

@@ -25,17 +25,6 @@ from seqvae.evaluation.vae_quality import posterior_and_bounds
 from seqvae.training.rundir import Run, load_run
 
 
-def _with_rate(report: Callable[[str], None]) -> Callable[[str], None]:
-    """Adds the rate since the first line to ``inference``'s progress lines."""
-    started = time.monotonic()
-
-    def with_rate(line: str) -> None:
-        done = int(line.split()[1].split("/")[0])
-        report(f"sampled {line.split()[1]} ({done / max(time.monotonic() - started, 1e-9):.0f}/s)")
-
-    return with_rate
-
-
 def print_to_stderr(line: str) -> None:
     """The default progress callback: one ``seqvae evaluate:`` line on stderr."""
     print(f"seqvae evaluate: {line}", file=sys.stderr, flush=True)
@@ -136,7 +125,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
     tick = time.monotonic()
     report(f"sampling {n_samples} sequences from the prior")
-    samples = inference.sample(run, n_samples, seed=seed, progress=_with_rate(report))
+    samples = inference.sample(run, n_samples, seed=seed, progress=report)
     walls["sampling"] = time.monotonic() - tick
 
     generation = None

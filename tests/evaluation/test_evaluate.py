@@ -30,7 +30,7 @@ def test_sampling_progress_gives_inference_samples(run):
     lines = []
     texts = inference.sample(run, 7, seed=3, batch_size=3, progress=lines.append)
     assert texts == inference.sample(run, 7, seed=3, batch_size=3)
-    assert len(lines) == 3 and lines[-1].startswith("decoded 7/7")
+    assert len(lines) == 3 and lines[-1].startswith("sampled 7/7")
 
 
 def _strict_json(path):
