@@ -41,6 +41,8 @@ RECIPES = {
     "beta_molecule_freebits": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
                                "train.free_bits=0.1"],
     "low_beta_token": ["train.kl_weight_end=0.002"],
+    "beta0.5_molecule_bidir": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.5",
+                               "model.encoder_bidirectional=true"],
 }
 
 

@@ -124,7 +124,7 @@ def cmd_sample(args) -> int:
 
     run = _load(args.run_dir)
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
-                             greedy=args.greedy, seed=args.seed)
+                             greedy=args.greedy, seed=args.seed, grammar=not args.no_grammar)
     if args.valid_only:
         from seqvae.data.chemistry import canonical_smiles
 
@@ -171,7 +171,7 @@ def cmd_decode(args) -> int:
         row = int(np.argwhere(~np.isfinite(z))[0][0])
         raise SeqvaeError(f"{args.z}: row {row + 1} holds NaN or infinite values")
     texts = inference.decode(run, z, greedy=not args.sample, temperature=args.temperature,
-                             top_k=args.top_k, seed=args.seed)
+                             top_k=args.top_k, seed=args.seed, grammar=not args.no_grammar)
     _write_lines(texts, args.out)
     return 0
 
@@ -181,7 +181,7 @@ def cmd_reconstruct(args) -> int:
 
     run = _load(args.run_dir)
     result = inference.reconstruct(run, args.data, num_samples=args.samples, seed=args.seed,
-                                   strict=args.strict)
+                                   strict=args.strict, grammar=not args.no_grammar)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -206,6 +206,7 @@ def cmd_evaluate(args) -> int:
                        include_fcd=not args.no_fcd, iw_samples=args.iw_samples,
                        recon_molecules=args.recon_molecules,
                        quality_sequences=args.quality_sequences, seed=args.seed,
+                       grammar=not args.no_grammar,
                        progress=None if args.quiet else print_to_stderr)
     if args.json:
         with open(os.path.join(results["report_dir"], "metrics.json")) as handle:
@@ -219,7 +220,8 @@ def cmd_interpolate(args) -> int:
     from seqvae import inference
 
     run = _load(args.run_dir)
-    path = inference.interpolate(run, args.a, args.b, steps=args.steps, slerp=args.slerp)
+    path = inference.interpolate(run, args.a, args.b, steps=args.steps, slerp=args.slerp,
+                                 grammar=not args.no_grammar)
     for t, text in path:
         print(f"{t:.3f}\t{text}")
     if run.codec.molecules:
@@ -272,7 +274,8 @@ def cmd_demo(args) -> int:
     _print_train_summary(summary)
     run = load_run(args.out)
     for temperature in args.temperatures:
-        samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed)
+        samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed,
+                                   grammar=not args.no_grammar)
         path = os.path.join(args.out, f"samples_t{temperature:g}.smi")
         _write_lines(samples, path)
         valid = remove_invalid(samples)
@@ -315,6 +318,12 @@ def _add_config_options(p, with_stop: bool = True) -> None:
         p.add_argument("--seed", type=int)
 
 
+def _add_grammar_option(p) -> None:
+    p.add_argument("--no-grammar", action="store_true",
+                   help="decode SMILES without the grammar mask (on by default for SMILES runs; "
+                   "it only allows tokens that keep the string a completable molecule)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqvae", description=(
         "Variational autoencoders over token sequences (SMILES, SELFIES, proteins, text)."))
@@ -347,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.7],
                    help="sampling temperatures to score (default: 1.0 0.7)")
     p.add_argument("--time-budget", type=parse_duration, help="training time (default: 12m)")
+    _add_grammar_option(p)
     p.add_argument("--resume", action="store_true")
 
     p = command("sample", cmd_sample, "sample sequences from the prior")
@@ -359,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output file (default: stdout), one sequence per line")
     p.add_argument("--unique", action="store_true", help="drop repeated samples")
     p.add_argument("--valid-only", action="store_true", help="keep only RDKit-valid SMILES")
+    _add_grammar_option(p)
 
     p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim)")
     p.add_argument("run_dir")
@@ -372,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("z")
     p.add_argument("--out")
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    _add_grammar_option(p)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
@@ -380,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("data")
     p.add_argument("--samples", type=int, default=10, help="z draws per sequence")
+    _add_grammar_option(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--strict", action="store_true")
@@ -404,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_grammar_option(p)
 
     p = command("interpolate", cmd_interpolate, "decode the path between two sequences")
     p.add_argument("run_dir")
@@ -411,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--slerp", action="store_true", help="spherical instead of linear")
+    _add_grammar_option(p)
 
     p = command("export", cmd_export, "write a SavedModel that serves without seqvae "
                 "(encode, decode and sample signatures, tokenization in the graph)")

@@ -11,7 +11,9 @@ Strings are in the run's notation (``module.notation``): SMILES, characters or w
 (``selfies``), which a SavedModel cannot carry; seqvae's own API converts for its users, so a
 client of a SELFIES export converts with ``selfies.encoder`` / ``selfies.decoder``.
 
-``sample`` equals ``seqvae.inference.sample(run, n, temperature=..., seed=...)`` for
+SMILES runs decode under the grammar mask (``seqvae.model.grammar``), in the graph, as
+seqvae's own decoding does by default. ``sample`` equals
+``seqvae.inference.sample(run, n, temperature=..., seed=...)`` for
 ``n <= 1000`` (one decoding batch), and ``decode``/``encode`` equal ``inference.decode`` /
 ``inference.encode``. Serve it with TensorFlow Serving, e.g.::
 
@@ -50,6 +52,9 @@ class ExportModule(tf.Module):
         if self.tokenizer not in ("smiles", "selfies", "char", "word"):
             raise SeqvaeError(f"cannot export tokenizer {self.tokenizer!r}")
         self.max_len = run.max_len
+        # SMILES runs decode under the grammar mask, as seqvae's own decoding does; its tables
+        # become constants of the traced signatures (kept out of the object graph).
+        object.__setattr__(self, "grammar", run.grammar)
         self.latent_dim = run.config.model.latent_dim
         tokens = run.vocab.tokens
         self.tokens = tf.constant(tokens)
@@ -80,7 +85,7 @@ class ExportModule(tf.Module):
 
     def _decode_with(self, z, greedy, temperature, seed):
         ids = decoding.sample_from_z(self.model, z, self.max_len, greedy=greedy,
-                                     temperature=temperature, seed=seed)
+                                     temperature=temperature, seed=seed, grammar=self.grammar)
         return {"sequences": self._texts(ids)}
 
     def _decode(self, z):

@@ -23,30 +23,38 @@ from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run
 
 
-def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0):
-    """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size."""
+def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
+                     grammar: bool = True):
+    """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
+
+    ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
+    decodes without it (other notations never have one).
+    """
     model = run.model
+    mask = run.grammar if grammar else None
 
     @tf.function(reduce_retracing=True)
     def decode_ids(z, seed):
         return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
-                                      temperature=temperature, top_k=top_k, seed=seed)
+                                      temperature=temperature, top_k=top_k, seed=seed,
+                                      grammar=mask)
 
     return decode_ids
 
 
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
            seed: int = 0, batch_size: int = 1000,
-           progress: Callable[[str], None] | None = None, verb: str = "decoded") -> list[str]:
+           progress: Callable[[str], None] | None = None, verb: str = "decoded",
+           grammar: bool = True) -> list[str]:
     """Decodes latent vectors ``z (N, latent_dim)`` into texts.
 
     Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch,
-    ``"{verb} done/total (rate/s)"``.
+    ``"{verb} done/total (rate/s)"``; ``grammar`` as in ``compiled_decoder``.
     """
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
-    decode_ids = compiled_decoder(run, greedy, temperature, top_k)
+    decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar)
     base = randomness.as_seed(seed)
     texts, started = [], time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
@@ -60,15 +68,15 @@ def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.
 
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,
            seed: int = 0, batch_size: int = 1000,
-           progress: Callable[[str], None] | None = None) -> list[str]:
+           progress: Callable[[str], None] | None = None, grammar: bool = True) -> list[str]:
     """Draws ``num`` texts from the prior ``z ~ N(0, I)``; the same seed gives the same texts.
 
     z is ``decoding.prior_z(num, latent_dim, seed)``: the exported ``sample`` signature and
-    ``decoding.sample_prior`` draw the same.
+    ``decoding.sample_prior`` draw the same. ``grammar`` as in ``compiled_decoder``.
     """
     z = decoding.prior_z(num, run.config.model.latent_dim, seed)
     return decode(run, z.numpy(), greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
-                  batch_size=batch_size, progress=progress, verb="sampled")
+                  batch_size=batch_size, progress=progress, verb="sampled", grammar=grammar)
 
 
 def encode_ids(run: Run, data, strict: bool = False, skip: bool = False) -> EncodedTexts:
@@ -110,7 +118,7 @@ def encode(run: Run, data, strict: bool = False, batch_size: int = 1000):
 
 
 def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bool = False,
-                batch_size: int = 1000) -> dict:
+                batch_size: int = 1000, grammar: bool = True) -> dict:
     """Reconstruction accuracy, decoding greedily (free-running, not teacher-forced).
 
     ``token_accuracy``: fraction of real positions (tokens and ``<eos>``) where the decoded id
@@ -120,7 +128,7 @@ def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bo
     ids = encode_ids(run, data, strict).ids
     mean, log_var = encode_batches(run, ids, batch_size)
     mask = ids != PAD_ID
-    decode_ids = compiled_decoder(run)
+    decode_ids = compiled_decoder(run, grammar=grammar)
 
     def decoded(z):
         return np.concatenate([decode_ids(tf.constant(z[s:s + batch_size]), tf.constant([0, 0])).numpy()
@@ -159,7 +167,8 @@ def same_texts(run: Run, inputs: list[str], outputs: list[str]) -> np.ndarray:
                          for a, b in zip(inputs, outputs)], bool)
 
 
-def interpolate(run: Run, start: str, end: str, steps: int = 10, slerp: bool = False) -> list[tuple[float, str]]:
+def interpolate(run: Run, start: str, end: str, steps: int = 10, slerp: bool = False,
+                grammar: bool = True) -> list[tuple[float, str]]:
     """Decodes ``steps`` points on the path between the encodings (means) of two sequences."""
     if steps < 2:
         raise SeqvaeError("--steps must be at least 2")
@@ -175,4 +184,4 @@ def interpolate(run: Run, start: str, end: str, steps: int = 10, slerp: bool = F
             points = [(np.sin((1 - t) * omega) * a + np.sin(t * omega) * b) / np.sin(omega) for t in ts]
     else:
         points = [(1 - t) * a + t * b for t in ts]
-    return list(zip(ts.tolist(), decode(run, np.stack(points))))
+    return list(zip(ts.tolist(), decode(run, np.stack(points), grammar=grammar)))

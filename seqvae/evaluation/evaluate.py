@@ -82,7 +82,7 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
 
 def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=None, train=None,
              include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = 1000,
-             quality_sequences: int = 10000, seed: int = 0,
+             quality_sequences: int = 10000, seed: int = 0, grammar: bool = True,
              progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
@@ -102,6 +102,8 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
       recon_molecules: molecules in the reconstruction protocol (0 skips it).
       quality_sequences: the first this many test sequences go to ``vae_quality`` (0 skips it).
       seed: seeds sampling, the bounds and the protocol.
+      grammar: decode SMILES runs under the grammar mask (sampling and reconstruction); the
+        results say whether it was on (``grammar``).
       progress: called with status lines; None for silence.
 
     Returns:
@@ -125,7 +127,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
     tick = time.monotonic()
     report(f"sampling {n_samples} sequences from the prior")
-    samples = inference.sample(run, n_samples, seed=seed, progress=report)
+    samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar)
     walls["sampling"] = time.monotonic() - tick
 
     generation = None
@@ -163,13 +165,14 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         report(f"reconstruction protocol on {min(recon_molecules, len(held_out))} molecules "
                "(10 encodings x 10 decodings each)")
         reconstruction = reconstruction_protocol(run, held_out, n_molecules=recon_molecules,
-                                                 seed=seed)
+                                                 seed=seed, grammar=grammar)
     walls["reconstruction"] = time.monotonic() - tick
     walls["total"] = time.monotonic() - started
 
     results = {
         "run_dir": run.run_dir, "n_samples": n_samples, "seed": seed,
         "tokenizer": run.info["tokenizer"], "data_source": run.info.get("data_source"),
+        "grammar": bool(grammar and run.grammar is not None),
         "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
         "references": references, "wall_seconds": walls, "notes": notes,
     }

@@ -15,7 +15,7 @@ from seqvae.training.rundir import Run
 
 
 def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodings: int = 10,
-                            n_decodings: int = 10, seed: int = 0) -> dict:
+                            n_decodings: int = 10, seed: int = 0, grammar: bool = True) -> dict:
     """Reconstruction as measured by Kusner et al. 2017 (grammar VAE), plus greedy accuracy.
 
     Each of the first ``n_molecules`` sequences is encoded ``n_encodings`` times
@@ -23,14 +23,16 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
     ``reconstruction`` is the fraction of all these decodings equal to the input: same canonical
     SMILES for SMILES and SELFIES runs, same text otherwise. ``reconstructed_at_least_once`` is
     the fraction of inputs that came back in any decoding, ``valid_decodings`` the fraction of
-    decodings that are valid molecules (molecule runs only). ``token_accuracy_mean_z`` and
-    ``sequence_accuracy_mean_z`` are ``inference.reconstruct``'s greedy decoding from the mean.
+    decodings that are valid molecules (molecule runs only). ``exact_match_mean_z``,
+    ``token_accuracy_mean_z`` and ``sequence_accuracy_mean_z`` are ``inference.reconstruct``'s
+    greedy decoding from the mean.
 
     Args:
       run: a loaded run.
       data: sequences: a path, ``moses:SPLIT`` or a list of strings.
       n_molecules, n_encodings, n_decodings: the protocol's sizes (Kusner et al.: 10 x 10).
       seed: seeds the encodings and the decodings.
+      grammar: decode SMILES runs under the grammar mask.
 
     Returns:
       The dict described above, with the sizes used.
@@ -47,7 +49,7 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
     encodings = [mean + np.exp(0.5 * log_var) * randomness.normal(
         mean.shape, randomness.fold_in(base, e)).numpy() for e in range(n_encodings)]
     z = np.tile(np.concatenate(encodings), (n_decodings, 1))  # row (d * E + e) * N + i
-    decoded = inference.decode(run, z, greedy=False, seed=seed)
+    decoded = inference.decode(run, z, greedy=False, seed=seed, grammar=grammar)
 
     molecules = run.codec.molecules
     inputs = ids_to_texts(run.codec, ids)  # SMILES for SELFIES runs too
@@ -59,7 +61,7 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
         targets, outputs = inputs, decoded
     same = np.array([out == targets[row % count] for row, out in enumerate(outputs)])
     same = same.reshape(n_decodings * n_encodings, count)
-    greedy = inference.reconstruct(run, texts, num_samples=0)
+    greedy = inference.reconstruct(run, texts, num_samples=0, grammar=grammar)
     return {
         "molecules": count,
         "encodings_per_molecule": n_encodings,
@@ -67,6 +69,7 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
         "reconstruction": float(same.mean()),
         "reconstructed_at_least_once": float(same.any(axis=0).mean()),
         "valid_decodings": float(np.mean([o is not None for o in outputs])) if molecules else None,
+        "exact_match_mean_z": greedy["exact_match_mean_z"],
         "token_accuracy_mean_z": greedy["token_accuracy_mean_z"],
         "sequence_accuracy_mean_z": greedy["sequence_accuracy_mean_z"],
     }

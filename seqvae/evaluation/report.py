@@ -62,7 +62,8 @@ def _rows(results: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     header = [("n_samples", _format_value(results.get("n_samples"))),
               ("seed", _format_value(results.get("seed"))),
               ("tokenizer", _format_value(results.get("tokenizer"))),
-              ("data_source", _format_value(results.get("data_source")))]
+              ("data_source", _format_value(results.get("data_source"))),
+              ("grammar mask", _format_value(results.get("grammar")))]
     header += [(f"reference {name}", _format_value(value))
                for name, value in (results.get("references") or {}).items()]
     sections.append(("Run", header))

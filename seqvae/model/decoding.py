@@ -152,13 +152,18 @@ def decoder_step_fn(decoder, z: tf.Tensor,
 
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
-                  seed: tf.Tensor | None = None, compact: bool = True) -> tf.Tensor:
+                  seed: tf.Tensor | None = None, compact: bool = True,
+                  grammar=None) -> tf.Tensor:
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
+    ``grammar``: a ``seqvae.model.grammar.SmilesGrammar`` whose mask the decoding obeys.
     """
+    max_len = max_len or model.max_len
     step, state = decoder_step_fn(model.decoder, z)
-    return decode_loop(step, state, tf.shape(z)[0], max_len or model.max_len,
+    if grammar is not None:
+        step, state = grammar.masked_step_fn(step, state, tf.shape(z)[0], max_len)
+    return decode_loop(step, state, tf.shape(z)[0], max_len,
                        start_id=model.bos_id if model.bos_id is not None else PAD_ID, eos_id=EOS_ID,
                        greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                        compact=compact)

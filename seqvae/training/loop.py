@@ -291,7 +291,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                     progress.update(step, epoch, values, rate)
                     if step % tcfg.log_every == 0:
                         record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate,
-                                  **values}
+                                  "train_s": round(train_time, 2), **values}
                         files.append_jsonl(metrics_path, record)
                         with writer.as_default(step=step):
                             for key, value in values.items():

@@ -89,6 +89,13 @@ class Run:
         """Vocabulary, tokenizer and length: what ``encode_texts`` and ``ids_to_texts`` need."""
         return TextCodec(self.vocab, self.info["tokenizer"], self.max_len)
 
+    @property
+    def grammar(self):
+        """The ``SmilesGrammar`` of this run's vocabulary, or None when it is not a SMILES run."""
+        from seqvae.model.grammar import grammar_for
+
+        return grammar_for(self.vocab.tokens, self.info["tokenizer"])
+
 
 def write_run_files(run_dir: str, config: Config, vocab: Vocabulary, info: dict) -> None:
     """Writes run.json, config.json and vocab.json."""
@@ -138,15 +145,21 @@ def checkpoint_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "checkpoints")
 
 
-def load_run(run_dir: str) -> Run:
-    """Loads a run directory with the model restored from its latest checkpoint."""
+def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
+    """Loads a run directory with the model restored from its latest checkpoint.
+
+    Args:
+        run_dir: the run directory.
+        checkpoint: a checkpoint prefix of this run (``RUN/checkpoints/ckpt-N``) to restore
+            instead of the latest (a learning curve reads them all).
+    """
     import tensorflow as tf
 
     from seqvae.model.vae import SequenceVAE
 
     run = read_run_files(run_dir)
     model = SequenceVAE(run.config.model, len(run.vocab), run.max_len).build_weights()
-    latest = tf.train.latest_checkpoint(checkpoint_dir(run.run_dir))
+    latest = checkpoint or tf.train.latest_checkpoint(checkpoint_dir(run.run_dir))
     if latest is None:
         raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")
     # Training checkpoints also hold every trainable variable under the optimizer

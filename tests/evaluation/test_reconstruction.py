@@ -22,7 +22,7 @@ def test_reconstruction_compares_canonical_smiles(run, monkeypatch):
     inputs = ["CCCO", "CCN"]
     other_spelling = {"CCCO": "OCCC", "CCN": "NCC"}
 
-    def fake_decode(run, z, greedy, seed):
+    def fake_decode(run, z, greedy, seed, grammar):
         assert not greedy and len(z) == 1 * 4 * len(inputs)
         return [other_spelling[inputs[row % 2]] if row < 2 else "" for row in range(len(z))]
 

@@ -1,0 +1,314 @@
+"""An in-graph SMILES grammar: per decoding step, the tokens that keep the prefix completable.
+
+A state machine over batched int32 tensors (it runs inside ``tf.while_loop``, ``tf.function``,
+XLA and the exported SavedModel). Per sequence it tracks:
+
+- the class of the previous token (start, atom, bond, ``(``, ``)``, ring label, ``.``, end);
+- the branch depth, and a stack of the remaining valence of the last atom at each depth;
+- which level the next bond attaches to (the atom before ``(`` inside a fresh branch);
+- the order of a pending bond token (``=`` waits for its atom or ring label);
+- the open ring-closure labels, the bond order each was opened with, and those opened on the
+  current atom (``C11`` is not a ring);
+- the position, so the prefix can still be closed (branches, rings, ``<eos>``) within max_len.
+
+From it, ``allowed`` gives a ``(B, V)`` mask. Tables come from the run's vocabulary, so any SMILES
+vocabulary works; tokens that cannot appear outside brackets (``+``, ``@``, ...) and ``<unk>``
+are never allowed. Valence is counted in bond-order units with a generous table (an aromatic
+atom's implicit bonds count 1, ``c`` may hold 4 units for ``c(=O)``), so the mask never forbids a
+molecule RDKit accepts (``bench/grammar_coverage.py`` checks the MOSES train split); what it
+cannot decide from a prefix — aromaticity that does not kekulize, stereo — is left to RDKit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from seqvae.data.vocabulary import BOS_ID, EOS_ID
+
+# Token classes (the previous-token state uses START..END).
+START, ATOM, BOND, OPEN, CLOSE, RING, DOT, END, OTHER, SPECIAL = range(10)
+
+_BOND_ORDERS = {"-": 1, "=": 2, "#": 3, "$": 4, ":": 1, "/": 1, "\\": 1}
+# Largest valence of each element (bond-order units); generous where RDKit allows several.
+_MAX_VALENCE = {
+    "H": 1, "He": 0, "Li": 1, "Be": 2, "B": 3, "C": 4, "N": 3, "O": 2, "F": 1, "Na": 1, "Mg": 2,
+    "Al": 3, "Si": 4, "P": 7, "S": 6, "Cl": 1, "K": 1, "Ca": 2, "Ge": 4, "As": 5, "Se": 6,
+    "Br": 1, "Sn": 4, "Sb": 5, "Te": 6, "I": 5, "Xe": 8, "*": 8,
+}
+# Aromatic atoms: implicit aromatic bonds count 1 unit each (c: 3 ring bonds, or 2 and a =O).
+_AROMATIC_VALENCE = {"b": 3, "c": 4, "n": 3, "o": 2, "p": 4, "s": 4, "se": 4, "te": 4, "as": 4}
+_ORGANIC = {"B", "C", "N", "O", "P", "S", "F", "Cl", "Br", "I", "*", "b", "c", "n", "o", "p", "s"}
+_BRACKET = re.compile(r"\[(\d*)(\*|[A-Z][a-z]?|[a-z][a-z]?)(@[A-Z]{2}\d+|@*)(H\d*)?([+-]+\d*)?"
+                      r"(:\d+)?\]")
+_RING_LABEL = re.compile(r"%\d\d|\d")
+_UNKNOWN_VALENCE = 8
+
+
+def atom_valence(token: str) -> int | None:
+    """Bond-order units an atom token can hold (its hydrogens subtracted), or None if not an atom.
+
+    >>> atom_valence("C"), atom_valence("[nH]"), atom_valence("[N+]"), atom_valence("Cl")
+    (4, 2, 4, 1)
+    """
+    if token in _ORGANIC:
+        return _AROMATIC_VALENCE.get(token, _MAX_VALENCE.get(token, _UNKNOWN_VALENCE))
+    match = _BRACKET.fullmatch(token)
+    if not match:
+        return None
+    _, symbol, _, hydrogens, charge, _ = match.groups()
+    base = _AROMATIC_VALENCE.get(symbol) if symbol.islower() else _MAX_VALENCE.get(symbol)
+    base = _UNKNOWN_VALENCE if base is None else base
+    h_count = 0 if not hydrogens else int(hydrogens[1:] or 1)
+    charge_size = 0
+    if charge:
+        digits = charge.lstrip("+-")
+        charge_size = int(digits) if digits else len(charge)
+    # A charge can raise the valence (N+ 4, B- 4) or lower it (O- 1): count it up (generous).
+    return max(base + charge_size - h_count, 0)
+
+
+def token_class(token: str) -> int:
+    """The grammar class of one vocabulary token."""
+    if token in ("<pad>", "<bos>", "<unk>"):
+        return SPECIAL
+    if token == "<eos>":
+        return END
+    if atom_valence(token) is not None:
+        return ATOM
+    if token in _BOND_ORDERS:
+        return BOND
+    if token == "(":
+        return OPEN
+    if token == ")":
+        return CLOSE
+    if _RING_LABEL.fullmatch(token):
+        return RING
+    if token == ".":
+        return DOT
+    return OTHER
+
+
+@dataclass(frozen=True)
+class SmilesGrammar:
+    """Per-token tables (numpy, ``(V,)``) of a SMILES vocabulary, and the state machine over them.
+
+    Build with ``SmilesGrammar.from_tokens(vocab.tokens)``.
+    """
+
+    classes: np.ndarray  # (V,) token class
+    valence: np.ndarray  # (V,) atom: bond-order units it can hold; else 0
+    bond_order: np.ndarray  # (V,) bond token: its order; else 0
+    ring_label: np.ndarray  # (V,) ring token: its label index 0..R-1; else -1
+    num_labels: int  # R
+    max_depth: int = 12  # deepest branch nesting tracked
+
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[str], max_depth: int = 12) -> "SmilesGrammar":
+        classes = np.array([token_class(t) for t in tokens], np.int32)
+        valence = np.array([atom_valence(t) or 0 for t in tokens], np.int32)
+        bond_order = np.array([_BOND_ORDERS.get(t, 0) for t in tokens], np.int32)
+        labels = sorted({t for t in tokens if _RING_LABEL.fullmatch(t)})
+        ring_label = np.array([labels.index(t) if t in labels else -1 for t in tokens], np.int32)
+        return cls(classes, valence, bond_order, ring_label, max(len(labels), 1), max_depth)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.classes)
+
+    def initial_state(self, batch_size: int | tf.Tensor) -> dict[str, tf.Tensor]:
+        """The state before the first token: a dict of batch-major int32 tensors."""
+        zeros = tf.zeros([batch_size], tf.int32)
+        return {
+            "prev": zeros + START,  # (B,) class of the previous token
+            "position": zeros,  # (B,) tokens emitted so far
+            "depth": zeros,  # (B,) open branches
+            "attach": zeros,  # (B,) depth level of the atom the next bond attaches to
+            "pending": zeros,  # (B,) order of a bond token awaiting its atom / ring label
+            "valence": tf.zeros([batch_size, self.max_depth], tf.int32),  # (B, D) units left
+            "ring_open": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) 0/1
+            "ring_order": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) bond order
+            "ring_here": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) on this atom
+            # Atom identities, so a ring cannot close onto the atom's own neighbour ("C1C1").
+            "atoms": zeros,  # (B,) atoms placed so far
+            "anchor_id": tf.zeros([batch_size, self.max_depth], tf.int32),  # (B, D) atom per level
+            "parent": zeros - 1,  # (B,) the atom the current atom is bonded to (-1: none)
+            "ring_atom": tf.zeros([batch_size, self.num_labels], tf.int32) - 1,  # (B, R) opener
+        }
+
+    def _incoming_order(self, state):
+        """Order of the bond that a next atom / ring label makes: (B,)."""
+        prev = state["prev"]
+        implicit = tf.where((prev == START) | (prev == DOT), 0, 1)
+        return tf.where(prev == BOND, state["pending"], implicit)
+
+    def update(self, state: dict[str, tf.Tensor], tokens: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Advances the state by the emitted ``tokens`` int32 ``(B,)``.
+
+        ``<bos>`` and ``<pad>`` leave it unchanged.
+        """
+        tokens = tf.cast(tokens, tf.int32)
+        cls = tf.gather(tf.constant(self.classes), tokens)
+        is_ = {c: tf.equal(cls, c) for c in (ATOM, BOND, OPEN, CLOSE, RING, DOT, END)}
+        counted = cls != SPECIAL
+        depth, attach, prev = state["depth"], state["attach"], state["prev"]
+        order_in = self._incoming_order(state)
+        at_attach = tf.one_hot(attach, self.max_depth, dtype=tf.int32)  # (B, D)
+        at_depth = tf.one_hot(depth, self.max_depth, dtype=tf.int32)
+
+        # Ring labels: opening stores its bond order; closing spends the larger of the two.
+        label = tf.gather(tf.constant(self.ring_label), tokens)
+        label_hot = tf.one_hot(tf.where(is_[RING], label, -1), self.num_labels, dtype=tf.int32)
+        was_open = tf.reduce_sum(label_hot * state["ring_open"], -1)  # (B,)
+        stored = tf.reduce_sum(label_hot * state["ring_order"], -1)
+        ring_spend = tf.where(was_open > 0, tf.maximum(order_in, stored), order_in)
+        opening = label_hot * (1 - was_open)[:, None]  # (B, R)
+
+        spend = tf.where(is_[ATOM], order_in, tf.where(is_[RING], ring_spend, 0))
+        valence = state["valence"] - at_attach * spend[:, None]
+        new_atom = tf.gather(tf.constant(self.valence), tokens) - order_in
+        valence = tf.where((at_depth > 0) & is_[ATOM][:, None], new_atom[:, None], valence)
+
+        ring_here = tf.where(is_[ATOM][:, None], 0, state["ring_here"]) + opening
+        anchor = tf.reduce_sum(at_attach * state["anchor_id"], -1)  # (B,) the current atom
+        fresh = (prev == START) | (prev == DOT)
+        parent = tf.where(is_[ATOM], tf.where(fresh, -1, anchor), state["parent"])
+        anchor_id = tf.where((at_depth > 0) & is_[ATOM][:, None], state["atoms"][:, None],
+                             state["anchor_id"])
+        new_depth = depth + tf.cast(is_[OPEN], tf.int32) - tf.cast(is_[CLOSE], tf.int32)
+        return {
+            "prev": tf.where(counted, cls, prev),
+            "position": state["position"] + tf.cast(counted, tf.int32),
+            "depth": new_depth,
+            "attach": tf.where(is_[ATOM] | is_[CLOSE], new_depth, attach),
+            "pending": tf.where(is_[BOND], tf.gather(tf.constant(self.bond_order), tokens), 0),
+            "valence": valence,
+            "ring_open": state["ring_open"] + opening - label_hot * was_open[:, None],
+            "ring_order": tf.where(opening > 0, order_in[:, None], state["ring_order"]),
+            "ring_here": ring_here,
+            "atoms": state["atoms"] + tf.cast(is_[ATOM], tf.int32),
+            "anchor_id": anchor_id,
+            "parent": parent,
+            "ring_atom": tf.where(opening > 0, anchor[:, None], state["ring_atom"]),
+        }
+
+    def allowed(self, state: dict[str, tf.Tensor], max_len: int | tf.Tensor) -> tf.Tensor:
+        """Tokens that keep the prefix completable within ``max_len`` tokens: bool ``(B, V)``."""
+        classes = tf.constant(self.classes)[None, :]  # (1, V)
+        prev = state["prev"][:, None]  # (B, 1)
+        depth = state["depth"][:, None]
+        order_in = self._incoming_order(state)[:, None]
+        current = tf.reduce_sum(tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32)
+                                * state["valence"], -1)[:, None]  # (B, 1) units left on the atom
+        after_atom = (prev == ATOM) | (prev == RING) | (prev == CLOSE)
+        open_count = tf.reduce_sum(state["ring_open"], -1)[:, None]
+        fresh = (prev == START) | (prev == DOT)
+
+        # A dead end is a state with rings open and no atom on the path (the current one, or
+        # one ")" leads back to) with a unit left to bond on: no ring could close. ``below``:
+        # the most units left on an enclosing level (the bond into a branch's first atom spent).
+        levels = tf.range(self.max_depth)[None, :]
+        spent = state["valence"] - tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32) * order_in
+        below = tf.reduce_max(tf.where(levels < state["depth"][:, None], spent, 0), -1)[:, None]
+        below_now = tf.reduce_max(tf.where(levels < state["depth"][:, None], state["valence"], 0),
+                                  -1)[:, None]
+        atom_valence = tf.constant(self.valence)[None, :]
+        atom = (classes == ATOM) & (fresh | ((prev != END) & (current >= order_in))) & (
+            atom_valence >= order_in) & (
+            (open_count == 0) | (tf.maximum(below, atom_valence - order_in) >= 1))
+        bond = ((classes == BOND) & (after_atom | (prev == OPEN))
+                & (current >= tf.constant(self.bond_order)[None, :]))
+        branch = (classes == OPEN) & after_atom & (current >= 1) & (depth < self.max_depth - 1)
+        close = (classes == CLOSE) & after_atom & (depth > 0) & ((open_count == 0) | (below_now >= 1))
+
+        label = tf.constant(self.ring_label)
+        label_hot = tf.one_hot(label, self.num_labels, dtype=tf.int32)  # (V, R), zero if -1
+        is_open = tf.matmul(state["ring_open"], label_hot, transpose_b=True)  # (B, V)
+        opened_here = tf.matmul(state["ring_here"], label_hot, transpose_b=True)
+        opener = tf.matmul(state["ring_atom"] + 1, label_hot, transpose_b=True) - 1  # (B, V)
+        onto_parent = (is_open > 0) & (opener == state["parent"][:, None])
+        stored = tf.matmul(state["ring_order"], label_hot, transpose_b=True)
+        ring_order = tf.where(is_open > 0, tf.maximum(order_in, stored), order_in)
+        # A ring label sits on an atom: after it, another label, or a bond that follows it
+        # (not a bond that opens a branch: "C(=1" has no atom for the label).
+        bond_on_atom = (prev == BOND) & (state["attach"] == state["depth"])[:, None]
+        on_atom = (prev == ATOM) | (prev == RING) | bond_on_atom
+        open_after = open_count + tf.where(is_open > 0, -1, 1)
+        ring = ((classes == RING) & on_atom & (opened_here == 0) & ~onto_parent
+                & (current >= ring_order)
+                & ((open_after == 0) | (tf.maximum(below_now, current - ring_order) >= 1)))
+        end = (classes == END) & after_atom & (depth == 0) & (open_count == 0)
+        dot = (classes == DOT) & after_atom & (depth == 0)
+        mask = atom | bond | branch | close | ring | end | dot
+
+        # Length: after this token, closing what is open still needs depth' ")" and open'
+        # ring labels (plus an atom after a bond, "(" or "."), and <eos>.
+        depth_after = depth + tf.cast(classes == OPEN, tf.int32) - tf.cast(classes == CLOSE, tf.int32)
+        ring_delta = tf.where(is_open > 0, -1, 1) * tf.cast(classes == RING, tf.int32)
+        needs_atom = (classes == BOND) | (classes == OPEN) | (classes == DOT) | (
+            (classes == RING) & (is_open == 0)) | ((classes == CLOSE) & (open_count > 0))
+        # An atom with fewer units left than open rings cannot close them all, nor can it close
+        # the rings its parent (the current atom) opened: another atom.
+        parent_rings = tf.reduce_sum(state["ring_here"] * state["ring_open"], -1)[:, None] > 0
+        short = (classes == ATOM) & ((open_count > atom_valence - order_in) | parent_rings)
+        needed = (depth_after + open_count + ring_delta + tf.cast(needs_atom | short, tf.int32)
+                  + 1)
+        needed = tf.where(classes == END, 0, needed)
+        room = tf.cast(max_len, tf.int32) - state["position"][:, None] - 1
+        return mask & (needed <= room)
+
+    def masked_step_fn(self, step_fn, state: Any, batch_size: int | tf.Tensor,
+                       max_len: int) -> tuple[Any, Any]:
+        """Wraps a decoding step function so that forbidden tokens get -inf logits.
+
+        Args:
+          step_fn: ``(tokens (B,), state) -> (logits (B, V), state)``.
+          state: its initial state.
+          batch_size: B.
+          max_len: the decoding length (the grammar keeps room to close what is open).
+
+        Returns:
+          ``(step_fn, state)`` for ``decode_loop``: the state pairs the inner state with the
+          grammar's (all batch-major, so the compacting loop can drop finished rows).
+        """
+
+        def step(tokens, pair):
+            inner, grammar_state = pair
+            grammar_state = self.update(grammar_state, tokens)
+            logits, inner = step_fn(tokens, inner)
+            allowed = self.allowed(grammar_state, max_len)
+            # A row with nothing allowed (a dead end the mask did not see coming: length or
+            # valence) ends there; its text is then counted invalid, not filled with garbage.
+            stuck = ~tf.reduce_any(allowed, -1, keepdims=True)
+            allowed = allowed | (stuck & tf.equal(tf.range(self.vocab_size), EOS_ID)[None, :])
+            logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
+            return logits, (inner, grammar_state)
+
+        return step, (state, self.initial_state(batch_size))
+
+    def first_violation(self, ids: tf.Tensor) -> tf.Tensor:
+        """For token ids ``(B, T)`` (<eos> then <pad> after each sequence): the first position
+        whose token the mask forbids, or -1 where every token is allowed -> int32 ``(B,)``."""
+        ids = tf.cast(ids, tf.int32)
+        batch, length = tf.shape(ids)[0], ids.shape[1] or tf.shape(ids)[1]
+        state = self.initial_state(batch)
+        first = tf.fill([batch], -1)
+        tokens = tf.fill([batch], BOS_ID)
+        for t in range(int(length)):
+            state = self.update(state, tokens)
+            tokens = ids[:, t]
+            ok = tf.gather(self.allowed(state, length), tokens, batch_dims=1)
+            ok = ok | tf.equal(state["prev"], END)
+            first = tf.where((first < 0) & ~ok, t, first)
+        return first
+
+
+def grammar_for(tokens: Sequence[str], tokenizer: str) -> SmilesGrammar | None:
+    """The grammar of a run's vocabulary, or None when the run does not speak SMILES."""
+    return SmilesGrammar.from_tokens(tokens) if tokenizer == "smiles" else None
+
+

@@ -1,0 +1,141 @@
+"""The in-graph SMILES grammar: tables, the state machine on real and broken SMILES, masked
+decoding from a stub (every output parses), and the XLA / tf.function paths."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from seqvae.data.tokenizers import SmilesTokenizer
+from seqvae.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from seqvae.model import decoding
+from seqvae.model.grammar import ATOM, BOND, CLOSE, OPEN, OTHER, RING, SmilesGrammar, atom_valence, token_class
+
+VALID = [
+    "CCO", "c1ccccc1", "CC(C)(C)C", "O=C(O)c1ccccc1N", "C1CC2CCC1C2", "C#N", "C=C/C=C/C",
+    "C[C@@H](N)C(=O)O", "c1ccc2[nH]ccc2c1", "C[N+](C)(C)C", "[O-][N+](=O)c1ccccc1",
+    "FC(F)(F)Cl", "C%10CCCCC%10", "O=S(=O)(N)c1ccc(Br)cc1", "C=1CCCCC=1", "CC(=O)OC1CCCC1",
+    "c1cc[n+]([O-])cc1", "N#Cc1ccc(-c2ccccc2)cc1", "CC.O", "C1CCC(CC1)C(=O)N",
+]
+TOKENIZER = SmilesTokenizer()
+
+
+def _vocab(texts):
+    return Vocabulary.fit([TOKENIZER.tokenize(t) for t in texts + VALID])
+
+
+def _first_violations(texts, vocab, max_len=40):
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    ids = np.zeros((len(texts), max_len), np.int32)
+    for row, text in enumerate(texts):
+        encoded = vocab.encode(TOKENIZER.tokenize(text), add_eos=not text.endswith("!"))
+        ids[row, :len(encoded)] = encoded
+    return grammar.first_violation(tf.constant(ids)).numpy().tolist()
+
+
+def test_atom_valences_and_classes():
+    assert [atom_valence(t) for t in ("C", "N", "O", "F", "Cl", "c", "[nH]", "[N+]", "[C@@H]",
+                                      "[NH3+]", "*")] == [4, 3, 2, 1, 1, 4, 2, 4, 3, 1, 8]
+    assert atom_valence("(") is None and atom_valence("=") is None
+    assert [token_class(t) for t in ("C", "=", "(", ")", "1", "%12", "+", "[nH]")] == [
+        ATOM, BOND, OPEN, CLOSE, RING, RING, OTHER, ATOM]
+
+
+def test_every_valid_smiles_passes_step_by_step():
+    vocab = _vocab([])
+    assert _first_violations(VALID, vocab) == [-1] * len(VALID)
+
+
+@pytest.mark.parametrize("text, position", [
+    ("C1CC", 4),  # <eos> with ring 1 open
+    ("C(C", 3),  # <eos> inside a branch
+    ("C)", 1),  # ")" with no branch open
+    ("(C", 0),  # a branch before any atom
+    ("=C", 0),  # a bond before any atom
+    ("C==C", 2),  # a bond after a bond
+    ("C=F", 2),  # F cannot take a double bond
+    ("C11", 2),  # a ring closed on the atom that opened it
+    ("C(C)1CC1", 4),  # a ring label after a branch
+    ("C(=1)C", 3),  # a ring label on no atom
+    ("C()C", 2),  # an empty branch
+    ("CC(C)(C)(C)C", 11),  # a fifth bond on a carbon
+    ("FC(F)(F)(F)F", 11),
+    ("OC(O)(O)(O)O", 11),
+    ("C1C1", 3),  # a ring closing onto the atom's own neighbour
+    ("C#O", 2),  # O cannot take a triple bond
+    ("C=", 2),  # <eos> after a bond
+])
+def test_broken_smiles_are_stopped_where_they_break(text, position):
+    vocab = _vocab([])
+    assert _first_violations([text], vocab) == [position]
+
+
+def test_the_prefix_keeps_room_to_close_within_max_len():
+    vocab = _vocab([])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    state = grammar.initial_state(1)
+    for token in ["<bos>"] + TOKENIZER.tokenize("C1CC(C"):
+        state = grammar.update(state, tf.constant([vocab.encode([token], add_eos=False)[0]]))
+    # 6 tokens so far; with 3 left the only way out is "1" ")" <eos> ("C1CC(C1)"): ")" first
+    # would need an atom to close the ring on.
+    tight = grammar.allowed(state, 6 + 3).numpy()[0]
+    assert [vocab.tokens[i] for i in np.flatnonzero(tight)] == ["1"]
+    roomy = grammar.allowed(state, 6 + 4).numpy()[0]
+    assert {")", "C", "1"} <= {vocab.tokens[i] for i in np.flatnonzero(roomy)}
+
+
+def _stub_step(vocab_size, seed):
+    """Logits that ignore the state: random but fixed per (step, token)."""
+    table = tf.random.stateless_normal([64, vocab_size], [seed, 1]) * 3.0
+
+    def step(tokens, position):  # position (B,): batch-major, so compacting can drop rows
+        return tf.gather(table, position), position + 1
+
+    return step
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_masked_random_decoding_always_parses(compact):
+    from rdkit import Chem, rdBase
+
+    # Aliphatic vocabulary: nothing is left to aromaticity, so every output must parse.
+    vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br"])
+    tokens = [t for t in vocab.tokens if t.islower() is False and not t.startswith("[")]
+    vocab = Vocabulary([t for t in tokens if t not in ("<pad>", "<bos>", "<eos>", "<unk>")
+                        and t not in ("c", "n", "o", "s", ".")])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    max_len, batch = 30, 200
+    step = _stub_step(len(vocab), seed=3)
+
+    def stepper(tokens, state):
+        logits, state = step(tokens, state)
+        ban = tf.constant([-1e9 if i in (PAD_ID, BOS_ID) else 0.0 for i in range(len(vocab))])
+        return logits + ban, state
+
+    masked_step, state = grammar.masked_step_fn(stepper, tf.zeros([batch], tf.int32), batch, max_len)
+    ids = decoding.decode_loop(masked_step, state, batch, max_len, BOS_ID, EOS_ID,
+                               seed=tf.constant([1, 2]), compact=compact).numpy()
+    texts = ["".join(vocab.decode([i for i in row if i not in (PAD_ID, EOS_ID)])) for row in ids]
+    assert all(EOS_ID in row for row in ids)  # every sequence closed within max_len
+    with rdBase.BlockLogs():
+        parsed = sum(Chem.MolFromSmiles(t) is not None and bool(t) for t in texts)
+    # Random logits are the worst case: they walk into the rare dead ends a prefix mask cannot
+    # foresee (two rings from one atom closed on the same atom; more open rings than the
+    # atoms left in max_len can close), which the mask then ends at <eos>.
+    assert parsed >= 0.95 * batch
+    unmasked = decoding.decode_loop(stepper, tf.zeros([batch], tf.int32), batch, max_len, BOS_ID,
+                                    EOS_ID, seed=tf.constant([1, 2])).numpy()
+    with rdBase.BlockLogs():
+        raw = ["".join(vocab.decode([i for i in row if i not in (PAD_ID, EOS_ID)])) for row in unmasked]
+        assert sum(Chem.MolFromSmiles(t) is not None for t in raw) < batch // 2  # the mask mattered
+
+
+def test_mask_compiles_under_xla_and_matches_eager():
+    vocab = _vocab([])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    ids = np.zeros((len(VALID), 40), np.int32)
+    for row, text in enumerate(VALID):
+        encoded = vocab.encode(TOKENIZER.tokenize(text))
+        ids[row, :len(encoded)] = encoded
+    eager = grammar.first_violation(tf.constant(ids)).numpy()
+    compiled = tf.function(grammar.first_violation, jit_compile=True)(tf.constant(ids)).numpy()
+    np.testing.assert_array_equal(eager, compiled)
