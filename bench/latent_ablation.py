@@ -43,6 +43,10 @@ RECIPES = {
     "low_beta_token": ["train.kl_weight_end=0.002"],
     "beta0.5_molecule_bidir": ["train.kl_reduction=per_molecule", "train.kl_weight_end=0.5",
                                "model.encoder_bidirectional=true"],
+    "kekule_beta0.3_molecule_bidir": ["data.kekulize=true", "train.kl_reduction=per_molecule",
+                                      "train.kl_weight_end=0.3", "model.encoder_bidirectional=true"],
+    "kekule_beta0.1_molecule_bidir": ["data.kekulize=true", "train.kl_reduction=per_molecule",
+                                      "train.kl_weight_end=0.1", "model.encoder_bidirectional=true"],
 }
 
 
@@ -53,7 +57,8 @@ def train_recipe(name: str, overrides: list[str], steps: int, out: str) -> str:
     run_dir = os.path.join(out, name)
     config = demo_config().with_overrides(
         overrides + [f"train.max_steps={steps}", "train.epochs=1000", "train.time_budget=0",
-                     "train.export_at_end=false"])
+                     "train.export_at_end=false", "train.checkpoint_every=400",
+                     "train.keep_checkpoints=100"])
     if os.path.exists(os.path.join(run_dir, "run.json")):
         summary = train(config, run_dir, None, resume=True)
     else:
@@ -85,6 +90,9 @@ def measure(run_dir: str, args) -> dict:
     row["active_units"] = quality["active_units"]
     row["latent_dim"] = quality["latent_dim"]
     train_set = None
+    if run.grammar is not None:
+        unmasked = inference.sample(run, args.samples, temperature=1.0, seed=0, grammar=False)
+        row["valid_t1_no_grammar"] = moses_metrics.fraction_valid(unmasked)
     for temperature in (1.0, 0.7):
         samples = inference.sample(run, args.samples, temperature=temperature, seed=0)
         row[f"valid_t{temperature:g}"] = moses_metrics.fraction_valid(samples)
@@ -105,7 +113,8 @@ def measure(run_dir: str, args) -> dict:
 
 
 COLUMNS = ("recipe", "steps", "train_s", "recon_greedy", "token_acc", "recon_kusner",
-           "active_units", "kl", "valid_t1", "valid_t0.7", "unique@10k", "novelty", "fcd_test")
+           "active_units", "kl", "valid_t1_no_grammar", "valid_t1", "valid_t0.7", "unique@10k",
+           "novelty", "fcd_test")
 
 
 def table(rows: list[dict]) -> str:

@@ -71,12 +71,20 @@ class DataConfig:
     bucket_width: int = 0  # pad batches to a multiple of this; 0 = auto (Config.bucket_width)
     skip_invalid: bool = True  # skip lines that fail to parse (SMILES) instead of failing
     streaming: bool = False  # stream text shards (globs, .gz) through tf.data instead of loading them
+    kekulize: bool = False  # SMILES runs model Kekule SMILES (explicit double bonds, no aromatic
+    #   atoms); no effect on other tokenizers or streamed corpora (see kekule)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise SeqvaeError("data.validation_fraction must be in [0, 1)")
         if self.max_len < 0 or self.limit < 0 or self.bucket_width < 0:
             raise SeqvaeError("data.max_len, data.limit and data.bucket_width must be >= 0")
+
+    @property
+    def kekule(self) -> bool:
+        """Whether the run models Kekule SMILES: ``kekulize`` on a SMILES run that is not
+        streamed (streaming tokenizes in the graph, and Kekule conversion is RDKit code)."""
+        return self.kekulize and self.tokenizer == "smiles" and not self.streaming
 
 
 @dataclass(frozen=True)

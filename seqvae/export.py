@@ -9,7 +9,10 @@ Signatures (tokenization and detokenization happen inside the graph):
 Strings are in the run's notation (``module.notation``): SMILES, characters or words, and
 **SELFIES for SELFIES runs**, in and out. SMILES <-> SELFIES conversion is Python code
 (``selfies``), which a SavedModel cannot carry; seqvae's own API converts for its users, so a
-client of a SELFIES export converts with ``selfies.encoder`` / ``selfies.decoder``.
+client of a SELFIES export converts with ``selfies.encoder`` / ``selfies.decoder``. Likewise a
+``data.kekulize`` run (notation ``kekule_smiles``) encodes Kekule SMILES (RDKit:
+``Chem.MolToSmiles(mol, kekuleSmiles=True)`` after ``Chem.Kekulize(mol, clearAromaticFlags=True)``);
+what it decodes is ordinary SMILES.
 
 SMILES runs decode under the grammar mask (``seqvae.model.grammar``), in the graph, as
 seqvae's own decoding does by default. ``sample`` equals
@@ -48,7 +51,8 @@ class ExportModule(tf.Module):
         object.__setattr__(self, "model", run.model)
         self.model_variables = list(run.model.variables)
         self.tokenizer = run.info["tokenizer"]
-        self.notation = tf.Variable(self.tokenizer, trainable=False, name="notation")  # of the strings
+        notation = "kekule_smiles" if run.config.data.kekule else self.tokenizer
+        self.notation = tf.Variable(notation, trainable=False, name="notation")  # of the strings
         if self.tokenizer not in ("smiles", "selfies", "char", "word"):
             raise SeqvaeError(f"cannot export tokenizer {self.tokenizer!r}")
         self.max_len = run.max_len

@@ -4,6 +4,7 @@ reports (logP, QED, molecular weight, SA score). RDKit is imported lazily by eac
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from seqvae.errors import SeqvaeError
@@ -43,6 +44,27 @@ def to_mol(smiles: str | Mol) -> Mol | None:
     except ValueError:
         return None
     return mol
+
+
+_AROMATIC_ATOM = re.compile(r"\[\d*(?:[bcnops]|se|as|te)|(?<![A-Z])[bcnops]")
+
+
+def kekule_smiles(smiles: str) -> str | None:
+    """The molecule as Kekule SMILES (explicit double bonds, no aromatic atoms), or None if it
+    is invalid or does not kekulize. Text without aromatic atoms comes back unchanged."""
+    if not _AROMATIC_ATOM.search(smiles):
+        return smiles
+    from rdkit import Chem, rdBase
+
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles)
+        if mol is None:
+            return None
+        try:
+            Chem.Kekulize(mol, clearAromaticFlags=True)
+        except Exception:  # noqa: BLE001 - RDKit raises KekulizeException and friends
+            return None
+        return Chem.MolToSmiles(mol, kekuleSmiles=True)
 
 
 def canonical_smiles(smiles: str | Mol) -> str | None:

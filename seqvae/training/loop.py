@@ -113,10 +113,13 @@ class _Progress:
         self.bar = keras.utils.Progbar(total_steps, stateful_metrics=self.NAMES + ("seq/s",),
                                        unit_name="step") if sys.stderr.isatty() else None
 
-    def update(self, step: int, epoch: int, values: dict, rate: float) -> None:
-        """``rate``: sequences per second of training so far."""
+    def update(self, step: int, epoch: int, values: dict, rate: float, planned: int) -> None:
+        """``rate``: sequences per second of training so far; ``planned``: the run's length in
+        steps as now planned (a time budget re-plans it)."""
         shown = [(name, values[name]) for name in self.NAMES] + [("seq/s", rate)]
+        self.total = planned
         if self.bar is not None:
+            self.bar.target = planned
             with contextlib.redirect_stdout(sys.stderr):  # Progbar writes to stdout
                 self.bar.update(step, shown)
         elif step % self.every == 0:
@@ -288,7 +291,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                 step = int(counters["step"].numpy())
                 rate = seen / max(train_time, 1e-9)
                 if chief:
-                    progress.update(step, epoch, values, rate)
+                    progress.update(step, epoch, values, rate, int(planned.numpy()))
                     if step % tcfg.log_every == 0:
                         record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate,
                                   "train_s": round(train_time, 2), **values}

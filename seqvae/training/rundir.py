@@ -87,7 +87,8 @@ class Run:
     @property
     def codec(self) -> TextCodec:
         """Vocabulary, tokenizer and length: what ``encode_texts`` and ``ids_to_texts`` need."""
-        return TextCodec(self.vocab, self.info["tokenizer"], self.max_len)
+        return TextCodec(self.vocab, self.info["tokenizer"], self.max_len,
+                         kekulize=self.config.data.kekule)
 
     @property
     def grammar(self):

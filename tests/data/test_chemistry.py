@@ -36,3 +36,15 @@ def test_properties():
     assert chemistry.qed("CC(=O)Oc1ccccc1C(=O)O") == pytest.approx(0.550, abs=1e-3)  # aspirin
     with pytest.raises(SeqvaeError, match="not a valid molecule"):
         chemistry.qed("C1CC")
+
+
+def test_kekule_smiles():
+    from seqvae.data.chemistry import canonical_smiles, kekule_smiles
+
+    assert kekule_smiles("CCO") == "CCO"  # nothing aromatic: unchanged, RDKit not called
+    assert kekule_smiles("ClC(Br)C") == "ClC(Br)C"
+    kekule = kekule_smiles("c1ccc2[nH]ccc2c1")
+    assert kekule is not None and not any(ch in kekule for ch in "cn") and "[nH]" not in kekule
+    assert canonical_smiles(kekule) == canonical_smiles("c1ccc2[nH]ccc2c1")
+    assert kekule_smiles("c1cccc1") is None  # does not kekulize
+    assert kekule_smiles("not a smiles") is None

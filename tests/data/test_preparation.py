@@ -85,3 +85,28 @@ def test_prepare_data_reuses_a_stored_codec_and_names_lines(tmp_path):
     other.write_text("CCO\nCCS\n")
     with pytest.raises(SeqvaeError, match=r"other.smi:2: token 'S' is not in the run's vocabulary"):
         prepare_data(DataConfig(), str(other), codec=fitted.codec)
+
+
+def test_kekulize_runs_model_kekule_smiles_and_read_aromatic_input(tmp_path):
+    path = tmp_path / "data.smi"
+    path.write_text("c1ccccc1O\nCCO\nc1cc[nH]c1\n")
+    prepared = prepare_data(DataConfig(validation_fraction=0.0, kekulize=True), str(path))
+    assert prepared.codec.kekulize
+    assert not any(token in prepared.vocab for token in ("c", "[nH]", "n"))
+    assert "=" in prepared.vocab and "[nH]" not in prepared.vocab
+    encoded = encode_texts(prepared.codec, ["Oc1ccccc1"])  # aromatic input, another spelling
+    from seqvae.data.chemistry import canonical_smiles
+
+    back = ids_to_texts(prepared.codec, encoded.ids)[0]
+    assert "=" in back and canonical_smiles(back) == canonical_smiles("Oc1ccccc1")
+    assert to_model_notation("CCO", "smiles", kekulize=True) == "CCO"
+
+
+def test_kekulize_acts_on_loaded_smiles_runs_only():
+    assert DataConfig(kekulize=True).kekule
+    assert not DataConfig(tokenizer="selfies", kekulize=True).kekule
+    assert not DataConfig(tokenizer="char", kekulize=True).kekule
+    assert not DataConfig(kekulize=True, streaming=True).kekule
+    prepared = prepare_data(DataConfig(tokenizer="char", kekulize=True, validation_fraction=0.0),
+                            ["c1ccccc1", "CCO"])
+    assert not prepared.codec.kekulize and "c" in prepared.vocab

@@ -1,0 +1,73 @@
+"""seqvae.inference on tiny runs: the grammar mask on by default for SMILES runs, off on request,
+absent for other notations; Kekule runs read aromatic SMILES and give SMILES back."""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+from conftest import SMILES, tiny_config
+
+from seqvae import inference
+from seqvae.data.preparation import encode_texts
+from seqvae.data.vocabulary import EOS_ID
+from seqvae.training.loop import train
+from seqvae.training.rundir import load_run
+
+
+def _syntax_ok(texts):
+    from rdkit import Chem, rdBase
+
+    with rdBase.BlockLogs():
+        return sum(bool(t) and Chem.MolFromSmiles(t, sanitize=False) is not None for t in texts)
+
+
+def test_smiles_runs_sample_under_the_grammar_by_default(run):
+    masked = inference.sample(run, 200, seed=1)
+    assert masked == inference.sample(run, 200, seed=1, grammar=True)
+    unmasked = inference.sample(run, 200, seed=1, grammar=False)
+    assert masked != unmasked
+    # Every masked sample is a prefix the grammar allowed, step by step, except for an <eos>
+    # where a sample ran into a dead end (too little room left to close its rings).
+    ids = encode_texts(run.codec, masked, on_error="skip", check_molecules=False).ids
+    first = run.grammar.first_violation(tf.constant(ids)).numpy()
+    rows = np.flatnonzero(first >= 0)
+    assert (ids[rows, first[rows]] == EOS_ID).all() and len(rows) <= 0.05 * len(ids)
+    assert _syntax_ok(masked) >= 0.95 * len(masked) > _syntax_ok(unmasked)
+
+
+def test_decode_reconstruct_interpolate_take_the_grammar_switch(run):
+    z = np.random.default_rng(0).normal(size=(20, run.config.model.latent_dim)).astype(np.float32)
+    assert inference.decode(run, z) == inference.decode(run, z, grammar=True)
+    result = inference.reconstruct(run, SMILES[:8], num_samples=0, grammar=False)
+    assert 0.0 <= result["exact_match_mean_z"] <= 1.0
+    path = inference.interpolate(run, "CCO", "c1ccccc1", steps=4, grammar=False)
+    assert [t for t, _ in path] == [0.0, 1 / 3, 2 / 3, 1.0]
+
+
+def test_runs_that_are_not_smiles_have_no_grammar(tmp_path):
+    config = tiny_config()
+    config = dataclasses.replace(
+        config, data=dataclasses.replace(config.data, tokenizer="char"),
+        train=dataclasses.replace(config.train, max_steps=4, epochs=100))
+    train(config, str(tmp_path / "char"), data=["hello", "world", "help", "word"] * 4)
+    char_run = load_run(str(tmp_path / "char"))
+    assert char_run.grammar is None
+    assert inference.sample(char_run, 5, seed=0) == inference.sample(char_run, 5, seed=0, grammar=False)
+
+
+def test_kekule_runs_read_aromatic_smiles_and_decode_smiles(tmp_path):
+    from seqvae.data.chemistry import canonical_smiles
+
+    config = tiny_config()
+    config = dataclasses.replace(
+        config, data=dataclasses.replace(config.data, kekulize=True),
+        train=dataclasses.replace(config.train, max_steps=6, epochs=100))
+    train(config, str(tmp_path / "kekule"), data=SMILES)
+    run = load_run(str(tmp_path / "kekule"))
+    assert run.codec.kekulize and "c" not in run.vocab and "=" in run.vocab
+    mean, _ = inference.encode(run, ["c1ccccc1O", "CCO"])  # aromatic input is converted
+    assert mean.shape == (2, config.model.latent_dim)
+    samples = inference.sample(run, 50, seed=0)
+    assert not any(ch in "".join(samples) for ch in "cno")  # Kekule form: no aromatic atoms
+    valid = [s for s in samples if canonical_smiles(s) is not None]
+    assert len(valid) >= 0.9 * len(samples)  # grammar + Kekule form: valence is all that is left
