@@ -6,6 +6,7 @@ the same wall time: machines differ up to 2x), then is measured the same way:
 - greedy reconstruction from the posterior mean: exact canonical-SMILES match on the first
   ``--recon`` MOSES test molecules (and token accuracy);
 - the Kusner et al. protocol on the first ``--kusner`` of them (10 encodings x 10 decodings);
+- interpolation between 100 random pairs of them, 8 steps: valid and distinct intermediates;
 - KL and active units on ``--quality`` test molecules;
 - prior samples at temperature 1.0 and 0.7 (``--samples`` each): valid, unique@10k, novelty,
   FCD/Test when the fcd extra is installed.
@@ -27,7 +28,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-# name -> --set overrides on top of the demo preset
+# The demo as it was before the latent recipe: every recipe is --set overrides on top of it
+# (the current demo preset is the recipe kekule_beta0.3_molecule_bidir).
+BASELINE = ["model.encoder_bidirectional=false", "data.kekulize=false",
+            "train.kl_reduction=per_token", "train.kl_weight_end=0.02"]
+# name -> --set overrides on top of BASELINE
 RECIPES = {
     "demo": [],
     "bidir": ["model.encoder_bidirectional=true"],
@@ -56,7 +61,7 @@ def train_recipe(name: str, overrides: list[str], steps: int, out: str) -> str:
 
     run_dir = os.path.join(out, name)
     config = demo_config().with_overrides(
-        overrides + [f"train.max_steps={steps}", "train.epochs=1000", "train.time_budget=0",
+        BASELINE + overrides + [f"train.max_steps={steps}", "train.epochs=1000", "train.time_budget=0",
                      "train.export_at_end=false", "train.checkpoint_every=400",
                      "train.keep_checkpoints=100"])
     if os.path.exists(os.path.join(run_dir, "run.json")):
@@ -73,7 +78,7 @@ def measure(run_dir: str, args) -> dict:
     from seqvae import inference
     from seqvae.data.sources import read_sequences
     from seqvae.evaluation import moses_metrics
-    from seqvae.evaluation.reconstruction import reconstruction_protocol
+    from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
     from seqvae.evaluation.vae_quality import vae_quality
     from seqvae.training import load_run
 
@@ -85,6 +90,9 @@ def measure(run_dir: str, args) -> dict:
     row["token_acc"] = greedy["token_accuracy_mean_z"]
     kusner = reconstruction_protocol(run, test[:args.kusner], n_molecules=args.kusner)
     row["recon_kusner"] = kusner["reconstruction"]
+    paths = interpolation_protocol(run, test[:args.recon], n_pairs=100, steps=8)
+    row["interp_valid"] = paths["valid_intermediates"]
+    row["interp_distinct"] = paths["distinct_per_path"]
     quality = vae_quality(run, test[:args.quality], iw_samples=2)
     row["kl"] = quality["kl"]
     row["active_units"] = quality["active_units"]
@@ -114,7 +122,7 @@ def measure(run_dir: str, args) -> dict:
 
 COLUMNS = ("recipe", "steps", "train_s", "recon_greedy", "token_acc", "recon_kusner",
            "active_units", "kl", "valid_t1_no_grammar", "valid_t1", "valid_t0.7", "unique@10k",
-           "novelty", "fcd_test")
+           "novelty", "fcd_test", "interp_valid", "interp_distinct")
 
 
 def table(rows: list[dict]) -> str:

@@ -24,7 +24,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from latent_ablation import RECIPES  # noqa: E402
+from latent_ablation import BASELINE, RECIPES  # noqa: E402
 
 
 def train_curve(recipe: str, minutes: float, every: int, out: str) -> str:
@@ -33,7 +33,7 @@ def train_curve(recipe: str, minutes: float, every: int, out: str) -> str:
 
     run_dir = os.path.join(out, recipe)
     config = demo_config().with_overrides(
-        RECIPES[recipe] + ["train.max_steps=0", "train.epochs=1000", "data.limit=0",
+        BASELINE + RECIPES[recipe] + ["train.max_steps=0", "train.epochs=1000", "data.limit=0",
                            f"train.time_budget={minutes * 60:g}", f"train.checkpoint_every={every}",
                            "train.keep_checkpoints=1000", "train.export_at_end=false"])
     if not os.path.exists(os.path.join(run_dir, "checkpoints")):

@@ -284,26 +284,47 @@ def load_config(path: str | os.PathLike) -> Config:
     return Config.from_dict(values, source=path)
 
 
-def moses_config() -> Config:
-    """The MOSES VAE's setting (Polykovskiy et al. 2020, ``moses/vae/config.py``): GRU-256
+def with_latent_recipe(config: Config) -> Config:
+    """The training recipe that keeps information in z, chosen by ``bench/latent_ablation.py``
+    (table in ``bench/latent_ablation.md``): a bidirectional GRU encoder, the KL weight as beta
+    per molecule (0.3), and Kekule SMILES for SMILES runs, whose decoding under the grammar mask
+    then leaves only valence to chance (aromatic SMILES that do not kekulize were the most
+    common invalid sample)."""
+    return dataclasses.replace(
+        config, model=dataclasses.replace(config.model, encoder_bidirectional=True),
+        data=dataclasses.replace(config.data, kekulize=True),
+        train=dataclasses.replace(config.train, kl_reduction="per_molecule", kl_weight_end=0.3))
+
+
+def moses_original_config() -> Config:
+    """The MOSES VAE's own setting (Polykovskiy et al. 2020, ``moses/vae/config.py``): GRU-256
     encoder, latent 128, 3 x GRU-512 decoder with one shared z -> state map, batch 512, Adam 3e-4,
-    clip 50, KL weight 0 -> 0.05; parameter count equal to MOSES's (4,552,478 on its vocabulary)."""
+    clip 50, KL weight 0 -> 0.05 per token; parameter count equal to MOSES's (4,552,478 on its
+    vocabulary). The reference for speed comparisons (``bench/throughput.py``)."""
     return Config(model=ModelConfig(init_per_layer=False))
 
 
+def moses_config() -> Config:
+    """The long run: the MOSES VAE's architecture and optimizer (``moses_original``) with the
+    latent recipe (``with_latent_recipe``), for hours on CPUs or a GPU (10 epochs of MOSES)."""
+    return with_latent_recipe(moses_original_config())
+
+
 def user_config() -> Config:
-    """Training on the user's own data (``seqvae train mine.smi``): the demo's CPU-sized model,
-    none of its limits (all lines, no time budget), up to 100 epochs with early stopping after 3
-    epochs without a better validation loss."""
+    """Training on the user's own data (``seqvae train mine.smi``): the demo's CPU-sized model
+    and recipe, none of its limits (all lines, no fixed length), up to 100 epochs with early
+    stopping after 3 epochs without a better validation loss."""
     demo = demo_config()
     return dataclasses.replace(
         demo, data=dataclasses.replace(demo.data, limit=0),
-        train=dataclasses.replace(demo.train, epochs=100, time_budget=0.0, patience=3))
+        train=dataclasses.replace(demo.train, epochs=100, max_steps=0, time_budget=0.0,
+                                  patience=3))
 
 
 def preset_config(name: str) -> Config:
-    """``demo``, ``moses`` or ``user`` (``--preset``)."""
-    presets = {"demo": demo_config, "moses": moses_config, "user": user_config}
+    """``demo``, ``moses``, ``moses_original`` or ``user`` (``--preset``)."""
+    presets = {"demo": demo_config, "moses": moses_config, "moses_original": moses_original_config,
+               "user": user_config}
     if name not in presets:
         raise SeqvaeError(f"unknown preset {name!r}; choose one of: {', '.join(presets)}")
     return presets[name]()
@@ -322,13 +343,14 @@ def config_differences(stored: Config, given: Config, ignore: tuple[str, ...] = 
 
 
 def demo_config() -> Config:
-    """The README's main job: a small SMILES VAE that trains in about 15 minutes on 2 cores."""
-    return Config(
+    """The README's main job: a small SMILES VAE with the latent recipe, 2,000 steps of 128 on
+    320k MOSES molecules (a fixed length, so every machine trains the same model; about 25
+    minutes on 2 CPU cores)."""
+    return with_latent_recipe(Config(
         model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
                           decoder_layers=2, z_conditioning="both"),
         data=DataConfig(tokenizer="smiles", limit=320_000),
-        train=TrainConfig(batch_size=128, epochs=1, time_budget=720.0, learning_rate=1e-3,
+        train=TrainConfig(batch_size=128, epochs=1, max_steps=2000, learning_rate=1e-3,
                           lr_schedule="cosine", lr_min=1e-4, kl_schedule="linear",
-                          kl_weight_end=0.02, kl_anneal_steps=1000, log_every=25,
-                          checkpoint_every=200),
-    )
+                          kl_anneal_steps=1000, log_every=25, checkpoint_every=200),
+    ))

@@ -170,18 +170,28 @@ def same_texts(run: Run, inputs: list[str], outputs: list[str]) -> np.ndarray:
 def interpolate(run: Run, start: str, end: str, steps: int = 10, slerp: bool = False,
                 grammar: bool = True) -> list[tuple[float, str]]:
     """Decodes ``steps`` points on the path between the encodings (means) of two sequences."""
+    return interpolate_pairs(run, [(start, end)], steps, slerp, grammar)[0]
+
+
+def interpolate_pairs(run: Run, pairs: list[tuple[str, str]], steps: int = 10,
+                      slerp: bool = False, grammar: bool = True) -> list[list[tuple[float, str]]]:
+    """``interpolate`` for many pairs in one decoding: a path of ``(t, text)`` per pair."""
     if steps < 2:
         raise SeqvaeError("--steps must be at least 2")
-    mean, _ = encode(run, [start, end], strict=True)
-    a, b = mean[0], mean[1]
+    mean, _ = encode(run, [text for pair in pairs for text in pair], strict=True)
     ts = np.linspace(0.0, 1.0, steps)
+    points = np.concatenate([_path(mean[2 * i], mean[2 * i + 1], ts, slerp)
+                             for i in range(len(pairs))])
+    texts = decode(run, points, grammar=grammar)
+    return [list(zip(ts.tolist(), texts[i * steps:(i + 1) * steps])) for i in range(len(pairs))]
+
+
+def _path(a: np.ndarray, b: np.ndarray, ts: np.ndarray, slerp: bool) -> np.ndarray:
+    """Points ``(len(ts), L)`` from a to b: linear, or spherical (slerp)."""
     if slerp:
         cos = np.dot(a, b) / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12)
         omega = np.arccos(np.clip(cos, -1.0, 1.0))
-        if omega < 1e-6:
-            points = [(1 - t) * a + t * b for t in ts]
-        else:
-            points = [(np.sin((1 - t) * omega) * a + np.sin(t * omega) * b) / np.sin(omega) for t in ts]
-    else:
-        points = [(1 - t) * a + t * b for t in ts]
-    return list(zip(ts.tolist(), decode(run, np.stack(points), grammar=grammar)))
+        if omega >= 1e-6:
+            return np.stack([(np.sin((1 - t) * omega) * a + np.sin(t * omega) * b) / np.sin(omega)
+                             for t in ts])
+    return np.stack([(1 - t) * a + t * b for t in ts])

@@ -1,7 +1,9 @@
 """CLI smoke tests in a temporary directory: train -> sample -> encode -> decode -> ..."""
 
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -95,8 +97,13 @@ def test_encode_decode_reconstruct_interpolate(run_dir, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["sequences"] == 3 and 0 <= result["token_accuracy_mean_z"] <= 1
     assert main(["interpolate", run_dir, "CCO", "c1ccccc1", "--steps", "4", "--slerp"]) == 0
-    rows = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    rows = captured.out.splitlines()
     assert len(rows) == 4 and rows[0].startswith("0.000\t") and rows[-1].startswith("1.000\t")
+    assert re.search(r"intermediates: \d/2 valid, \d distinct molecules; ends decoded back to "
+                     r"themselves: \d/2", captured.err)
+    assert main(["sample", run_dir, "-n", "5", "--no-grammar"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 5
 
 
 def test_doctor_on_a_run_dir_exits_zero(run_dir, capsys):
@@ -139,3 +146,24 @@ def test_user_data_gets_no_demo_limits_and_the_limits_are_printed(tmp_path, caps
     line = next(line for line in err.splitlines() if line.startswith("seqvae: training on"))
     assert "data.limit" not in line and "no time budget" in line
     assert "stops after 3 validations without improvement" in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("moses") is None, reason="needs the molsets data")
+def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
+    import seqvae.config
+
+    real = seqvae.config.demo_config
+
+    def tiny_demo():  # the demo's recipe and data, a tiny model and length
+        return real().with_overrides(["model.encoder_units=16", "model.decoder_units=16",
+                                      "model.latent_dim=4", "data.limit=300",
+                                      "train.max_steps=4", "train.export_at_end=false"])
+
+    monkeypatch.setattr(seqvae.config, "demo_config", tiny_demo)
+    assert main(["demo", "--out", str(tmp_path / "demo"), "-n", "20",
+                 "--temperatures", "1.0"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"sampled 20 molecules from the prior at temperature 1: valid \d+\.\d%", out)
+    assert re.search(r"reconstructed \d+\.\d% of the first 20 MOSES test molecules exactly", out)
+    assert (tmp_path / "demo" / "samples_t1.smi").exists()
+    assert real().train.max_steps == 2000 and real().data.kekulize  # the demo's fixed length

@@ -20,7 +20,7 @@ from seqvae.data.preparation import encode_texts
 from seqvae.data.sources import read_sequences
 from seqvae.errors import SeqvaeError
 from seqvae.evaluation import moses_metrics
-from seqvae.evaluation.reconstruction import reconstruction_protocol
+from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
 from seqvae.evaluation.vae_quality import posterior_and_bounds
 from seqvae.training.rundir import Run, load_run
 
@@ -166,6 +166,12 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
                "(10 encodings x 10 decodings each)")
         reconstruction = reconstruction_protocol(run, held_out, n_molecules=recon_molecules,
                                                  seed=seed, grammar=grammar)
+        if len(held_out) >= 2:
+            report("interpolation between 100 random pairs of test molecules (8 steps)")
+            paths = interpolation_protocol(run, held_out[:recon_molecules], seed=seed,
+                                           grammar=grammar)
+            reconstruction.update({f"interpolation_{key}": value for key, value in paths.items()
+                                   if key in ("valid_intermediates", "distinct_per_path")})
     walls["reconstruction"] = time.monotonic() - tick
     walls["total"] = time.monotonic() - started
 

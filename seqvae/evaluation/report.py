@@ -34,7 +34,7 @@ PLOTS = ("training_curves.png", "kl_per_dimension.png", "latent_map.png",
          "property_histograms.png")
 SECTIONS = (("generation", "Generated samples (MOSES metrics)"),
             ("vae_quality", "VAE on held-out sequences (nats per sequence)"),
-            ("reconstruction", "Reconstruction (Kusner et al. 2017)"),
+            ("reconstruction", "Reconstruction (Kusner et al. 2017) and interpolation"),
             ("wall_seconds", "Wall time (seconds)"))
 
 

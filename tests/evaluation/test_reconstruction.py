@@ -31,3 +31,21 @@ def test_reconstruction_compares_canonical_smiles(run, monkeypatch):
     assert result["reconstruction"] == 0.25  # the first of four decodings of each molecule
     assert result["reconstructed_at_least_once"] == 1.0
     assert result["valid_decodings"] == 0.25
+
+
+def test_interpolation_protocol_counts_inner_points(run, monkeypatch):
+    result = reconstruction.interpolation_protocol(run, TEST, n_pairs=4, steps=5, seed=1)
+    assert result["pairs"] == 4 and result["steps"] == 5
+    assert 0.0 <= result["valid_intermediates"] <= 1.0
+    assert 0.0 <= result["distinct_per_path"] <= 3.0
+    assert result == reconstruction.interpolation_protocol(run, TEST, n_pairs=4, steps=5, seed=1)
+
+    def fake_pairs(run, pairs, steps, grammar):  # ends come back; inner: valid, invalid, valid
+        inner = ["CCO", "C1CC", "CCO"]
+        return [[(0.0, a)] + [(0.5, t) for t in inner] + [(1.0, b)] for a, b in pairs]
+
+    monkeypatch.setattr(reconstruction.inference, "interpolate_pairs", fake_pairs)
+    result = reconstruction.interpolation_protocol(run, TEST, n_pairs=3, steps=5)
+    assert result["valid_intermediates"] == 2 / 3
+    assert result["distinct_per_path"] == 1.0
+    assert result["ends_reconstructed"] == 1.0
