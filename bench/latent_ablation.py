@@ -4,7 +4,7 @@ Every recipe trains the demo model on the same MOSES molecules for the same numb
 the same wall time: machines differ up to 2x), then is measured the same way:
 
 - greedy reconstruction from the posterior mean: exact canonical-SMILES match on the first
-  ``--recon`` MOSES test molecules (and token accuracy);
+  ``--recon`` MOSES test molecules (and token accuracy), and the same with beam search (width 5);
 - the Kusner et al. protocol on the first ``--kusner`` of them (10 encodings x 10 decodings);
 - interpolation between 100 random pairs of them, 8 steps: valid and distinct intermediates;
 - KL and active units on ``--quality`` test molecules;
@@ -88,6 +88,8 @@ def measure(run_dir: str, args) -> dict:
     greedy = inference.reconstruct(run, test[:args.recon], num_samples=0)
     row["recon_greedy"] = greedy["exact_match_mean_z"]
     row["token_acc"] = greedy["token_accuracy_mean_z"]
+    row["recon_beam5"] = inference.reconstruct(run, test[:args.recon], num_samples=0,
+                                               beam_width=5)["exact_match_mean_z"]
     kusner = reconstruction_protocol(run, test[:args.kusner], n_molecules=args.kusner)
     row["recon_kusner"] = kusner["reconstruction"]
     paths = interpolation_protocol(run, test[:args.recon], n_pairs=100, steps=8)
@@ -120,7 +122,7 @@ def measure(run_dir: str, args) -> dict:
     return {k: (float(v) if isinstance(v, (np.floating,)) else v) for k, v in row.items()}
 
 
-COLUMNS = ("recipe", "steps", "train_s", "recon_greedy", "token_acc", "recon_kusner",
+COLUMNS = ("recipe", "steps", "train_s", "recon_greedy", "recon_beam5", "token_acc", "recon_kusner",
            "active_units", "kl", "valid_t1_no_grammar", "valid_t1", "valid_t0.7", "unique@10k",
            "novelty", "fcd_test", "interp_valid", "interp_distinct")
 

@@ -171,7 +171,8 @@ def cmd_decode(args) -> int:
         row = int(np.argwhere(~np.isfinite(z))[0][0])
         raise SeqvaeError(f"{args.z}: row {row + 1} holds NaN or infinite values")
     texts = inference.decode(run, z, greedy=not args.sample, temperature=args.temperature,
-                             top_k=args.top_k, seed=args.seed, grammar=not args.no_grammar)
+                             top_k=args.top_k, seed=args.seed, grammar=not args.no_grammar,
+                             beam_width=args.beam)
     _write_lines(texts, args.out)
     return 0
 
@@ -181,18 +182,21 @@ def cmd_reconstruct(args) -> int:
 
     run = _load(args.run_dir)
     result = inference.reconstruct(run, args.data, num_samples=args.samples, seed=args.seed,
-                                   strict=args.strict, grammar=not args.no_grammar)
+                                   strict=args.strict, grammar=not args.no_grammar,
+                                   beam_width=args.beam)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"sequences: {result['sequences']}")
-        print(f"greedy from mean z:  exact reconstruction {result['exact_match_mean_z']:.4f}"
+        print(f"{result['decoding']} from mean z:  exact reconstruction "
+              f"{result['exact_match_mean_z']:.4f}"
               + (" (same canonical SMILES)" if run.codec.molecules else ""))
-        print(f"greedy from mean z:  token accuracy {result['token_accuracy_mean_z']:.4f}  "
+        print(f"{result['decoding']} from mean z:  token accuracy "
+              f"{result['token_accuracy_mean_z']:.4f}  "
               f"sequence accuracy {result['sequence_accuracy_mean_z']:.4f}")
         if result["samples_per_sequence"]:
-            print(f"greedy from z~q(z|x) (x{result['samples_per_sequence']}): token accuracy "
-                  f"{result['token_accuracy_sampled_z']:.4f}  sequence accuracy "
+            print(f"{result['decoding']} from z~q(z|x) (x{result['samples_per_sequence']}): "
+                  f"token accuracy {result['token_accuracy_sampled_z']:.4f}  sequence accuracy "
                   f"{result['sequence_accuracy_sampled_z']:.4f}")
     return 0
 
@@ -221,7 +225,7 @@ def cmd_interpolate(args) -> int:
 
     run = _load(args.run_dir)
     path = inference.interpolate(run, args.a, args.b, steps=args.steps, slerp=args.slerp,
-                                 grammar=not args.no_grammar)
+                                 grammar=not args.no_grammar, beam_width=args.beam)
     for t, text in path:
         print(f"{t:.3f}\t{text}")
     ends = inference.same_texts(run, [args.a, args.b], [path[0][1], path[-1][1]])
@@ -330,6 +334,11 @@ def _add_config_options(p, with_stop: bool = True) -> None:
         p.add_argument("--seed", type=int)
 
 
+def _add_beam_option(p) -> None:
+    p.add_argument("--beam", type=int, default=0, metavar="K",
+                   help="beam search with K hypotheses (length-normalised) instead of greedy")
+
+
 def _add_grammar_option(p) -> None:
     p.add_argument("--no-grammar", action="store_true",
                    help="decode SMILES without the grammar mask (on by default for SMILES runs; "
@@ -397,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("z")
     p.add_argument("--out")
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    _add_beam_option(p)
     _add_grammar_option(p)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
@@ -406,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("data")
     p.add_argument("--samples", type=int, default=10, help="z draws per sequence")
+    _add_beam_option(p)
     _add_grammar_option(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
@@ -439,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--slerp", action="store_true", help="spherical instead of linear")
+    _add_beam_option(p)
     _add_grammar_option(p)
 
     p = command("export", cmd_export, "write a SavedModel that serves without seqvae "

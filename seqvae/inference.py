@@ -24,11 +24,12 @@ from seqvae.training.rundir import Run
 
 
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
-                     grammar: bool = True):
+                     grammar: bool = True, beam_width: int = 0):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
-    decodes without it (other notations never have one).
+    decodes without it (other notations never have one). ``beam_width`` > 1: beam search
+    (length-normalised) instead of greedy or sampled decoding.
     """
     model = run.model
     mask = run.grammar if grammar else None
@@ -37,7 +38,7 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     def decode_ids(z, seed):
         return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                       temperature=temperature, top_k=top_k, seed=seed,
-                                      grammar=mask)
+                                      grammar=mask, beam_width=beam_width)
 
     return decode_ids
 
@@ -45,16 +46,16 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
            seed: int = 0, batch_size: int = 1000,
            progress: Callable[[str], None] | None = None, verb: str = "decoded",
-           grammar: bool = True) -> list[str]:
+           grammar: bool = True, beam_width: int = 0) -> list[str]:
     """Decodes latent vectors ``z (N, latent_dim)`` into texts.
 
     Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch,
-    ``"{verb} done/total (rate/s)"``; ``grammar`` as in ``compiled_decoder``.
+    ``"{verb} done/total (rate/s)"``; ``grammar`` and ``beam_width`` as in ``compiled_decoder``.
     """
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
-    decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar)
+    decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar, beam_width)
     base = randomness.as_seed(seed)
     texts, started = [], time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
@@ -118,17 +119,18 @@ def encode(run: Run, data, strict: bool = False, batch_size: int = 1000):
 
 
 def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bool = False,
-                batch_size: int = 1000, grammar: bool = True) -> dict:
+                batch_size: int = 1000, grammar: bool = True, beam_width: int = 0) -> dict:
     """Reconstruction accuracy, decoding greedily (free-running, not teacher-forced).
 
     ``token_accuracy``: fraction of real positions (tokens and ``<eos>``) where the decoded id
     equals the input id; ``sequence_accuracy``: fraction of sequences decoded exactly. Reported
-    from ``z = mean`` and averaged over ``num_samples`` draws ``z ~ q(z|x)``.
+    from ``z = mean`` and averaged over ``num_samples`` draws ``z ~ q(z|x)``; ``beam_width`` > 1
+    decodes by beam search instead of greedily.
     """
     ids = encode_ids(run, data, strict).ids
     mean, log_var = encode_batches(run, ids, batch_size)
     mask = ids != PAD_ID
-    decode_ids = compiled_decoder(run, grammar=grammar)
+    decode_ids = compiled_decoder(run, grammar=grammar, beam_width=beam_width)
 
     def decoded(z):
         return np.concatenate([decode_ids(tf.constant(z[s:s + batch_size]), tf.constant([0, 0])).numpy()
@@ -146,7 +148,8 @@ def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bo
     for i in range(num_samples):
         eps = randomness.normal(mean.shape, randomness.fold_in(randomness.as_seed(seed), i)).numpy()
         sampled.append(accuracy(mean + np.exp(0.5 * log_var) * eps))
-    return {"sequences": len(ids), "exact_match_mean_z": float(np.mean(exact)),
+    return {"sequences": len(ids), "decoding": f"beam {beam_width}" if beam_width > 1 else "greedy",
+            "exact_match_mean_z": float(np.mean(exact)),
             "token_accuracy_mean_z": token_mean,
             "sequence_accuracy_mean_z": seq_mean, "samples_per_sequence": num_samples,
             "token_accuracy_sampled_z": float(np.mean([a for a, _ in sampled])) if sampled else None,
@@ -168,13 +171,14 @@ def same_texts(run: Run, inputs: list[str], outputs: list[str]) -> np.ndarray:
 
 
 def interpolate(run: Run, start: str, end: str, steps: int = 10, slerp: bool = False,
-                grammar: bool = True) -> list[tuple[float, str]]:
+                grammar: bool = True, beam_width: int = 0) -> list[tuple[float, str]]:
     """Decodes ``steps`` points on the path between the encodings (means) of two sequences."""
-    return interpolate_pairs(run, [(start, end)], steps, slerp, grammar)[0]
+    return interpolate_pairs(run, [(start, end)], steps, slerp, grammar, beam_width)[0]
 
 
 def interpolate_pairs(run: Run, pairs: list[tuple[str, str]], steps: int = 10,
-                      slerp: bool = False, grammar: bool = True) -> list[list[tuple[float, str]]]:
+                      slerp: bool = False, grammar: bool = True,
+                      beam_width: int = 0) -> list[list[tuple[float, str]]]:
     """``interpolate`` for many pairs in one decoding: a path of ``(t, text)`` per pair."""
     if steps < 2:
         raise SeqvaeError("--steps must be at least 2")
@@ -182,7 +186,7 @@ def interpolate_pairs(run: Run, pairs: list[tuple[str, str]], steps: int = 10,
     ts = np.linspace(0.0, 1.0, steps)
     points = np.concatenate([_path(mean[2 * i], mean[2 * i + 1], ts, slerp)
                              for i in range(len(pairs))])
-    texts = decode(run, points, grammar=grammar)
+    texts = decode(run, points, grammar=grammar, beam_width=beam_width)
     return [list(zip(ts.tolist(), texts[i * steps:(i + 1) * steps])) for i in range(len(pairs))]
 
 

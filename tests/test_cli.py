@@ -104,6 +104,10 @@ def test_encode_decode_reconstruct_interpolate(run_dir, tmp_path, capsys):
                      r"themselves: \d/2", captured.err)
     assert main(["sample", run_dir, "-n", "5", "--no-grammar"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 5
+    assert main(["reconstruct", run_dir, str(data), "--samples", "0", "--beam", "3"]) == 0
+    assert "beam 3 from mean z:  exact reconstruction" in capsys.readouterr().out
+    assert main(["decode", run_dir, str(z), "--beam", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
 
 
 def test_doctor_on_a_run_dir_exits_zero(run_dir, capsys):

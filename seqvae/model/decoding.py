@@ -2,7 +2,7 @@
 
 The loop is a function of a *step function* ``(tokens (B,), state) -> (logits (B, V), state)``
 and a state, so it is tested with a stub and no trained model, and serves greedy decoding,
-sampling with temperature and top-k, from any z. The maximum length is fixed, so the loop
+sampling with temperature and top-k, and beam search, from any z. The maximum length is fixed, so the loop
 compiles under XLA; sequences that emitted ``<eos>`` are masked (they emit ``<pad>``), and the
 loop stops as soon as every sequence has finished.
 """
@@ -129,6 +129,77 @@ def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_
     return out
 
 
+def beam_search(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
+                beam_width: int, start_id: int, eos_id: int, pad_id: int = PAD_ID,
+                length_penalty: float = 1.0) -> tuple[tf.Tensor, tf.Tensor]:
+    """Beam search over a step function, in one ``tf.while_loop`` (graph, XLA-friendly shapes).
+
+    Every row keeps ``beam_width`` hypotheses ranked by their summed log-probability; a finished
+    hypothesis (it emitted ``<eos>``) keeps its score and emits ``<pad>``. At the end each row
+    returns its hypothesis with the best length-normalised score ``sum log p / length **
+    length_penalty`` (length counts ``<eos>``).
+
+    Args:
+      step_fn, state: as ``decode_loop``; the state must be batch-major (rows are gathered as
+        hypotheses move between beams), which also carries a grammar mask's state.
+      batch_size: B.
+      max_len: maximum number of generated tokens (``<eos>`` included).
+      beam_width: K hypotheses per row.
+      start_id, eos_id, pad_id: as ``decode_loop``.
+      length_penalty: 0 ranks by total log-probability, 1 by the mean per token.
+
+    Returns:
+      ``(ids int32 (B, max_len), scores float32 (B,))``: the best hypothesis of each row and
+      its normalised score.
+    """
+    if beam_width < 1:
+        raise SeqvaeError(f"the beam width must be >= 1, got {beam_width}")
+    k = beam_width
+    state = tf.nest.map_structure(lambda s: tf.repeat(s, k, axis=0), state)  # (B*K, ...)
+    neg_inf = tf.constant(-1e30, tf.float32)
+    # Only the first beam is live at the start, so the K first choices differ.
+    scores = tf.tile(tf.concat([[0.0], tf.fill([k - 1], neg_inf)], 0)[None, :], [batch_size, 1])
+    tokens = tf.fill([batch_size * k], tf.constant(start_id, tf.int32))
+    finished = tf.zeros([batch_size, k], tf.bool)
+    lengths = tf.zeros([batch_size, k], tf.int32)
+    sequences = tf.fill([batch_size, k, max_len], tf.constant(pad_id, tf.int32))
+    offsets = tf.range(batch_size)[:, None] * k  # (B, 1): first hypothesis row of each batch row
+
+    def body(t, tokens, state, scores, finished, lengths, sequences):
+        logits, state = step_fn(tokens, state)
+        vocab = tf.shape(logits)[-1]
+        log_probs = tf.reshape(tf.nn.log_softmax(tf.cast(logits, tf.float32)), [batch_size, k, -1])
+        only_pad = tf.where(tf.equal(tf.range(vocab), pad_id), 0.0, neg_inf)  # finished: <pad>
+        log_probs = tf.where(finished[:, :, None], only_pad[None, None, :], log_probs)
+        candidates = tf.reshape(scores[:, :, None] + log_probs, [batch_size, -1])  # (B, K*V)
+        scores, chosen = tf.math.top_k(candidates, k=k)
+        parent, token = chosen // vocab, chosen % vocab  # (B, K)
+        rows = tf.reshape(offsets + parent, [-1])
+        state = tf.nest.map_structure(lambda s: tf.gather(s, rows), state)
+        was_finished = tf.gather(finished, parent, batch_dims=1)
+        lengths = tf.gather(lengths, parent, batch_dims=1) + tf.cast(~was_finished, tf.int32)
+        finished = was_finished | tf.equal(token, eos_id)
+        sequences = tf.gather(sequences, parent, batch_dims=1)
+        at_t = tf.equal(tf.range(max_len), t)[None, None, :]
+        sequences = tf.where(at_t, token[:, :, None], sequences)
+        return t + 1, tf.reshape(token, [-1]), state, scores, finished, lengths, sequences
+
+    def rows_vary(shape):  # the batch dimension as the loop sees it: not always static
+        return tf.TensorShape([None]).concatenate(shape[1:])
+
+    _, _, _, scores, finished, lengths, sequences = tf.while_loop(
+        lambda t, _tokens, _state, _scores, finished, *_: (t < max_len) & ~tf.reduce_all(finished),
+        body, (tf.constant(0), tokens, state, scores, finished, lengths, sequences),
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
+                          tf.nest.map_structure(lambda s: rows_vary(s.shape), state),
+                          *(rows_vary(v.shape) for v in (scores, finished, lengths, sequences))),
+        maximum_iterations=max_len)
+    normalised = scores / tf.pow(tf.cast(tf.maximum(lengths, 1), tf.float32), length_penalty)
+    best = tf.argmax(normalised, axis=1, output_type=tf.int32)
+    return (tf.gather(sequences, best, batch_dims=1),
+            tf.gather(normalised, best, batch_dims=1))
+
+
 def decoder_step_fn(decoder, z: tf.Tensor,
                     banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID, UNK_ID)) -> tuple[StepFn, list[tf.Tensor]]:
     """Wraps a ``seqvae.model.Decoder`` conditioned on ``z (B, L)`` as a step function + state.
@@ -153,16 +224,21 @@ def decoder_step_fn(decoder, z: tf.Tensor,
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
                   seed: tf.Tensor | None = None, compact: bool = True,
-                  grammar=None) -> tf.Tensor:
+                  grammar=None, beam_width: int = 0) -> tf.Tensor:
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
     ``grammar``: a ``seqvae.model.grammar.SmilesGrammar`` whose mask the decoding obeys.
+    ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
     """
     max_len = max_len or model.max_len
     step, state = decoder_step_fn(model.decoder, z)
     if grammar is not None:
         step, state = grammar.masked_step_fn(step, state, tf.shape(z)[0], max_len)
+    if beam_width > 1:
+        return beam_search(step, state, tf.shape(z)[0], max_len, beam_width,
+                           start_id=model.bos_id if model.bos_id is not None else PAD_ID,
+                           eos_id=EOS_ID)[0]
     return decode_loop(step, state, tf.shape(z)[0], max_len,
                        start_id=model.bos_id if model.bos_id is not None else PAD_ID, eos_id=EOS_ID,
                        greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,

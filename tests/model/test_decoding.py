@@ -217,3 +217,46 @@ def test_compacting_loop_gives_the_same_samples_and_stops_rows_early():
         np.testing.assert_array_equal(fixed, compact)
         compiled = tf.function(lambda: decode_loop(step, state, compact=True, **kwargs))().numpy()
         np.testing.assert_array_equal(fixed, compiled)
+
+
+# Beam search. A Markov stub: logits depend only on the previous token.
+# ids: 0 <pad>, 1 <bos>, 2 <eos>, 3 A, 4 B. Greedy takes A (0.6) then <eos> (0.4): p = 0.24;
+# the best sequence is B (0.4) then <eos> (0.99): p = 0.396.
+_MARKOV = np.full((5, 5), 1e-6, np.float32)
+_MARKOV[1, 3], _MARKOV[1, 4] = 0.6, 0.4
+_MARKOV[3, 2], _MARKOV[3, 3], _MARKOV[3, 4] = 0.4, 0.3, 0.3
+_MARKOV[4, 2], _MARKOV[4, 3] = 0.99, 0.01
+_MARKOV[2, 2] = _MARKOV[0, 2] = 1.0
+
+
+def _markov_step(tokens, state):
+    return tf.math.log(tf.gather(tf.constant(_MARKOV), tokens)), state + 1
+
+
+def test_beam_search_finds_what_greedy_misses():
+    from seqvae.model.decoding import beam_search
+
+    state = tf.zeros([2], tf.int32)
+    greedy = decode_loop(_markov_step, state, 2, 4, 1, 2, greedy=True).numpy()
+    assert greedy.tolist() == [[3, 2, 0, 0]] * 2  # A <eos>
+    ids, scores = beam_search(_markov_step, state, 2, 4, beam_width=2, start_id=1, eos_id=2,
+                              length_penalty=0.0)
+    assert ids.numpy().tolist() == [[4, 2, 0, 0]] * 2  # B <eos>
+    np.testing.assert_allclose(scores.numpy(), np.log(0.4 * 0.99), rtol=1e-5)
+    ids, scores = beam_search(_markov_step, state, 2, 4, beam_width=1, start_id=1, eos_id=2)
+    assert ids.numpy().tolist() == greedy.tolist()  # width 1 is greedy
+
+
+def test_beam_search_length_penalty_and_xla():
+    from seqvae.model.decoding import beam_search
+
+    state = tf.zeros([3], tf.int32)
+    eager = beam_search(_markov_step, state, 3, 6, beam_width=3, start_id=1, eos_id=2)
+    compiled = tf.function(lambda s: beam_search(_markov_step, s, 3, 6, beam_width=3, start_id=1,
+                                                 eos_id=2), jit_compile=True)(state)
+    np.testing.assert_array_equal(eager[0].numpy(), compiled[0].numpy())
+    np.testing.assert_allclose(eager[1].numpy(), compiled[1].numpy(), rtol=1e-5)
+    ids = eager[0].numpy()
+    assert all(2 in row and (row[list(row).index(2) + 1:] == 0).all() for row in ids)
+    with pytest.raises(SeqvaeError, match="beam width"):
+        beam_search(_markov_step, state, 3, 6, beam_width=0, start_id=1, eos_id=2)
