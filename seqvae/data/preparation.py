@@ -257,7 +257,8 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
 
 
 def _kekulized(seqs: sources.Sequences, strict: bool) -> sources.Sequences:
-    """The texts in Kekule form; molecules that do not kekulize are skipped like invalid ones."""
+    """The texts in Kekule form. A molecule that does not kekulize does not sanitize either, so
+    RDKit calls it invalid, and it is skipped (or refused) like any invalid SMILES."""
     converted = [chemistry.kekule_smiles(text) for text in seqs.texts]
     bad = [i for i, text in enumerate(converted) if text is None]
     _report_invalid(seqs, bad, strict)
