@@ -1,6 +1,8 @@
 """The in-graph SMILES grammar: tables, the state machine on real and broken SMILES, masked
 decoding from a stub (every output parses), and the XLA / tf.function paths."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -139,3 +141,24 @@ def test_mask_compiles_under_xla_and_matches_eager():
     eager = grammar.first_violation(tf.constant(ids)).numpy()
     compiled = tf.function(grammar.first_violation, jit_compile=True)(tf.constant(ids)).numpy()
     np.testing.assert_array_equal(eager, compiled)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("moses") is None, reason="needs the molsets data")
+@pytest.mark.parametrize("kekulize", [False, True])
+def test_real_molecules_pass_step_by_step(kekulize):
+    """A sample of MOSES train (bench/grammar_coverage.py runs the whole split)."""
+    from seqvae.data.chemistry import kekule_smiles
+    from seqvae.data.sources import read_sequences
+
+    texts = read_sequences("moses:train", limit=3000).texts[::3]
+    if kekulize:
+        texts = [kekule_smiles(text) for text in texts]
+    tokenized = [TOKENIZER.tokenize(text) for text in texts]
+    vocab = Vocabulary.fit(tokenized)
+    longest = max(map(len, tokenized)) + 1
+    ids = np.zeros((len(texts), longest), np.int32)
+    for row, tokens in enumerate(tokenized):
+        encoded = vocab.encode(tokens)
+        ids[row, :len(encoded)] = encoded
+    first = SmilesGrammar.from_tokens(vocab.tokens).first_violation(tf.constant(ids)).numpy()
+    assert [texts[i] for i in np.flatnonzero(first >= 0)] == []
