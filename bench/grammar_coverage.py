@@ -3,6 +3,7 @@ passes the state machine step by step (teacher-forced: each next token must be a
 
     python bench/grammar_coverage.py                 # the whole train split (1.58 M)
     python bench/grammar_coverage.py --limit 20000   # a sample
+    python bench/grammar_coverage.py --kekulize      # their Kekule forms (data.kekulize runs)
 
 Prints the number checked, the violations (with the first few molecules and the position at
 which the mask forbade their token) and the rate in molecules per second.
@@ -49,10 +50,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="train")
     parser.add_argument("--limit", type=int, default=0, help="first N molecules (0 = all)")
+    parser.add_argument("--kekulize", action="store_true", help="check the Kekule forms")
     args = parser.parse_args()
+    from seqvae.data.chemistry import kekule_smiles
     from seqvae.data.sources import read_sequences
 
     texts = read_sequences(f"moses:{args.split}", limit=args.limit).texts
+    if args.kekulize:
+        texts = [kekule_smiles(text) for text in texts]
     started = time.monotonic()
     bad, checked = violations(texts)
     seconds = time.monotonic() - started
