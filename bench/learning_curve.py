@@ -1,13 +1,14 @@
 """Learning curve of one recipe: greedy reconstruction and prior validity against training time.
 
-One run of ``--minutes`` (the schedules laid over that budget, as any time-bounded run), a
-checkpoint every ``--every`` steps, all kept; then every checkpoint is measured the same way:
+One run of ``--minutes`` on the demo's data (320k MOSES molecules; the schedules laid over the
+budget, as in any time-bounded run), a checkpoint every ``--every`` steps, all kept; then every
+checkpoint is measured the same way:
 
 - greedy reconstruction from the posterior mean, exact canonical SMILES, on the first ``--recon``
   MOSES test molecules (and token accuracy);
 - validity of ``--samples`` prior samples at T = 1.0, with and without the SMILES grammar mask.
 
-    python bench/learning_curve.py --recipe demo --minutes 60 --out runs/curve
+    python bench/learning_curve.py --recipe kekule_beta0.3_molecule_bidir --minutes 45 --out runs/curve
 
 The table (``OUT/curve.md``) has one row per checkpoint: step, training minutes so far (the time
 the run's own log recorded at that step), and the figures. Training is skipped when
@@ -33,7 +34,7 @@ def train_curve(recipe: str, minutes: float, every: int, out: str) -> str:
 
     run_dir = os.path.join(out, recipe)
     config = demo_config().with_overrides(
-        BASELINE + RECIPES[recipe] + ["train.max_steps=0", "train.epochs=1000", "data.limit=0",
+        BASELINE + RECIPES[recipe] + ["train.max_steps=0", "train.epochs=1000",
                            f"train.time_budget={minutes * 60:g}", f"train.checkpoint_every={every}",
                            "train.keep_checkpoints=1000", "train.export_at_end=false"])
     if not os.path.exists(os.path.join(run_dir, "checkpoints")):
