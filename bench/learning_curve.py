@@ -45,12 +45,16 @@ def train_curve(recipe: str, minutes: float, every: int, out: str) -> str:
 
 
 def checkpoint_times(run_dir: str) -> dict[int, float]:
-    """step -> training seconds at that step, from the run's metrics log."""
-    times = {}
+    """step -> training seconds at that step, from the run's metrics log (a resumed run logs
+    its time from zero again: the earlier part is added)."""
+    times, offset, last = {}, 0.0, 0.0
     with open(os.path.join(run_dir, "metrics.jsonl")) as handle:
         for record in map(json.loads, handle):
             if record.get("kind") == "step" and "train_s" in record:
-                times[record["step"]] = record["train_s"]
+                if record["train_s"] < last:
+                    offset += last
+                last = record["train_s"]
+                times[record["step"]] = offset + last
     return times
 
 
