@@ -168,7 +168,7 @@ def test_format_table(run):
     results = {**results_for(run), "report_dir": "runs/x/report"}
     table = report.format_table(results)
     assert "Generated samples (MOSES metrics)" in table
-    assert "Reconstruction (Kusner et al. 2017)\n  not computed  see notes" in table
+    assert "Reconstruction (Kusner et al. 2017) and interpolation\n  not computed  see notes" in table
     lines = table.splitlines()
     assert "  valid      0.6" in lines and "  FCD/Test   n/a" in lines
     assert "note: Novelty not computed: no train set given" in lines
