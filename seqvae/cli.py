@@ -228,15 +228,13 @@ def cmd_interpolate(args) -> int:
                                  grammar=not args.no_grammar, beam_width=args.beam)
     for t, text in path:
         print(f"{t:.3f}\t{text}")
-    ends = inference.same_texts(run, [args.a, args.b], [path[0][1], path[-1][1]])
-    ends_line = f"ends decoded back to themselves: {int(ends.sum())}/2"
-    if run.codec.molecules:
-        from seqvae.data.chemistry import canonical_smiles
+    from seqvae.evaluation.reconstruction import path_counts
 
-        inner = [canonical_smiles(text) for _, text in path[1:-1]]
-        valid = [c for c in inner if c is not None]
-        print(f"intermediates: {len(valid)}/{len(inner)} valid, {len(set(valid))} distinct "
-              f"molecules; {ends_line}", file=sys.stderr)
+    counts = path_counts(run, [(args.a, args.b)], [path])
+    ends_line = f"ends decoded back to themselves: {counts['ends_back']}/2"
+    if run.codec.molecules:
+        print(f"intermediates: {counts['valid']}/{counts['inner']} valid, {counts['distinct']} "
+              f"distinct molecules; {ends_line}", file=sys.stderr)
     else:
         print(ends_line, file=sys.stderr)
     return 0

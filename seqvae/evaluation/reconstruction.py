@@ -75,7 +75,6 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
     }
 
 
-
 def interpolation_protocol(run: Run, data, *, n_pairs: int = 100, steps: int = 8, seed: int = 0,
                            grammar: bool = True) -> dict:
     """Linear interpolation between the means of random pairs of held-out sequences.
@@ -94,18 +93,30 @@ def interpolation_protocol(run: Run, data, *, n_pairs: int = 100, steps: int = 8
     rng = np.random.default_rng(seed)
     pairs = [tuple(texts[i] for i in rng.choice(len(texts), 2, replace=False))
              for _ in range(n_pairs)]
-    paths = inference.interpolate_pairs(run, pairs, steps, grammar=grammar)
+    counts = path_counts(run, pairs, inference.interpolate_pairs(run, pairs, steps,
+                                                                 grammar=grammar))
+    return {
+        "pairs": n_pairs, "steps": steps,
+        "valid_intermediates": counts["valid"] / counts["inner"],
+        "distinct_per_path": counts["distinct"] / n_pairs,
+        "ends_reconstructed": counts["ends_back"] / (2 * n_pairs),
+    }
+
+
+def path_counts(run: Run, pairs: list[tuple[str, str]], paths: list[list[tuple[float, str]]]
+                ) -> dict[str, int]:
+    """Counts over interpolation paths (``inference.interpolate_pairs``) between ``pairs``:
+    ``inner`` points (ends excluded), how many are ``valid`` (molecule runs; every text counts
+    for others), the sum over paths of ``distinct`` valid inner molecules, and ``ends_back``:
+    ends that decode to their own sequence."""
     canonical = _canonicalizer() if run.codec.molecules else (lambda text: text)
     inner = [[canonical(text) for _, text in path[1:-1]] for path in paths]
     ends = [text for path in paths for text in (path[0][1], path[-1][1])]
     wanted = [text for pair in pairs for text in pair]
-    return {
-        "pairs": n_pairs, "steps": steps,
-        "valid_intermediates": float(np.mean([c is not None for path in inner for c in path])),
-        "distinct_per_path": float(np.mean([len({c for c in path if c is not None})
-                                            for path in inner])),
-        "ends_reconstructed": float(np.mean(inference.same_texts(run, wanted, ends))),
-    }
+    return {"inner": sum(map(len, inner)),
+            "valid": sum(c is not None for path in inner for c in path),
+            "distinct": sum(len({c for c in path if c is not None}) for path in inner),
+            "ends_back": int(inference.same_texts(run, wanted, ends).sum())}
 
 
 def _canonicalizer() -> Callable[[str], str | None]:

@@ -2,8 +2,8 @@
 
 The loop is a function of a *step function* ``(tokens (B,), state) -> (logits (B, V), state)``
 and a state, so it is tested with a stub and no trained model, and serves greedy decoding,
-sampling with temperature and top-k, and beam search, from any z. The maximum length is fixed, so the loop
-compiles under XLA; sequences that emitted ``<eos>`` are masked (they emit ``<pad>``), and the
+sampling with temperature and top-k, and beam search, from any z. The maximum length is fixed,
+so the loop compiles under XLA; sequences that emitted ``<eos>`` are masked (they emit ``<pad>``), and the
 loop stops as soon as every sequence has finished.
 """
 
@@ -232,15 +232,15 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
     """
     max_len = max_len or model.max_len
+    batch_size = tf.shape(z)[0]
+    start_id = model.bos_id if model.bos_id is not None else PAD_ID
     step, state = decoder_step_fn(model.decoder, z)
     if grammar is not None:
-        step, state = grammar.masked_step_fn(step, state, tf.shape(z)[0], max_len)
+        step, state = grammar.masked_step_fn(step, state, batch_size, max_len)
     if beam_width > 1:
-        return beam_search(step, state, tf.shape(z)[0], max_len, beam_width,
-                           start_id=model.bos_id if model.bos_id is not None else PAD_ID,
+        return beam_search(step, state, batch_size, max_len, beam_width, start_id=start_id,
                            eos_id=EOS_ID)[0]
-    return decode_loop(step, state, tf.shape(z)[0], max_len,
-                       start_id=model.bos_id if model.bos_id is not None else PAD_ID, eos_id=EOS_ID,
+    return decode_loop(step, state, batch_size, max_len, start_id=start_id, eos_id=EOS_ID,
                        greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                        compact=compact)
 

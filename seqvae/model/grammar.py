@@ -202,8 +202,8 @@ class SmilesGrammar:
         prev = state["prev"][:, None]  # (B, 1)
         depth = state["depth"][:, None]
         order_in = self._incoming_order(state)[:, None]
-        current = tf.reduce_sum(tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32)
-                                * state["valence"], -1)[:, None]  # (B, 1) units left on the atom
+        at_attach = tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32)  # (B, D)
+        current = tf.reduce_sum(at_attach * state["valence"], -1)[:, None]  # (B, 1) units left
         after_atom = (prev == ATOM) | (prev == RING) | (prev == CLOSE)
         open_count = tf.reduce_sum(state["ring_open"], -1)[:, None]
         fresh = (prev == START) | (prev == DOT)
@@ -211,11 +211,10 @@ class SmilesGrammar:
         # A dead end is a state with rings open and no atom on the path (the current one, or
         # one ")" leads back to) with a unit left to bond on: no ring could close. ``below``:
         # the most units left on an enclosing level (the bond into a branch's first atom spent).
-        levels = tf.range(self.max_depth)[None, :]
-        spent = state["valence"] - tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32) * order_in
-        below = tf.reduce_max(tf.where(levels < state["depth"][:, None], spent, 0), -1)[:, None]
-        below_now = tf.reduce_max(tf.where(levels < state["depth"][:, None], state["valence"], 0),
-                                  -1)[:, None]
+        enclosing = tf.range(self.max_depth)[None, :] < depth  # (B, D): levels below this one
+        spent = state["valence"] - at_attach * order_in
+        below = tf.reduce_max(tf.where(enclosing, spent, 0), -1)[:, None]
+        below_now = tf.reduce_max(tf.where(enclosing, state["valence"], 0), -1)[:, None]
         atom_valence = tf.constant(self.valence)[None, :]
         atom = (classes == ATOM) & (fresh | ((prev != END) & (current >= order_in))) & (
             atom_valence >= order_in) & (
@@ -223,7 +222,8 @@ class SmilesGrammar:
         bond = ((classes == BOND) & (after_atom | (prev == OPEN))
                 & (current >= tf.constant(self.bond_order)[None, :]))
         branch = (classes == OPEN) & after_atom & (current >= 1) & (depth < self.max_depth - 1)
-        close = (classes == CLOSE) & after_atom & (depth > 0) & ((open_count == 0) | (below_now >= 1))
+        close = ((classes == CLOSE) & after_atom & (depth > 0)
+                 & ((open_count == 0) | (below_now >= 1)))
 
         label = tf.constant(self.ring_label)
         label_hot = tf.one_hot(label, self.num_labels, dtype=tf.int32)  # (V, R), zero if -1
@@ -247,7 +247,8 @@ class SmilesGrammar:
 
         # Length: after this token, closing what is open still needs depth' ")" and open'
         # ring labels (plus an atom after a bond, "(" or "."), and <eos>.
-        depth_after = depth + tf.cast(classes == OPEN, tf.int32) - tf.cast(classes == CLOSE, tf.int32)
+        depth_after = (depth + tf.cast(classes == OPEN, tf.int32)
+                       - tf.cast(classes == CLOSE, tf.int32))
         ring_delta = tf.where(is_open > 0, -1, 1) * tf.cast(classes == RING, tf.int32)
         needs_atom = (classes == BOND) | (classes == OPEN) | (classes == DOT) | (
             (classes == RING) & (is_open == 0)) | ((classes == CLOSE) & (open_count > 0))

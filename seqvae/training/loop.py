@@ -113,13 +113,16 @@ class _Progress:
         self.bar = keras.utils.Progbar(total_steps, stateful_metrics=self.NAMES + ("seq/s",),
                                        unit_name="step") if sys.stderr.isatty() else None
 
-    def update(self, step: int, epoch: int, values: dict, rate: float, planned: int) -> None:
-        """``rate``: sequences per second of training so far; ``planned``: the run's length in
-        steps as now planned (a time budget re-plans it)."""
-        shown = [(name, values[name]) for name in self.NAMES] + [("seq/s", rate)]
+    def replan(self, planned: int) -> None:
+        """The run's length in steps as now planned (a time budget re-plans it)."""
         self.total = planned
         if self.bar is not None:
             self.bar.target = planned
+
+    def update(self, step: int, epoch: int, values: dict, rate: float) -> None:
+        """``rate``: sequences per second of training so far."""
+        shown = [(name, values[name]) for name in self.NAMES] + [("seq/s", rate)]
+        if self.bar is not None:
             with contextlib.redirect_stdout(sys.stderr):  # Progbar writes to stdout
                 self.bar.update(step, shown)
         elif step % self.every == 0:
@@ -245,7 +248,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
     trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
-    progress = _Progress(total_steps, tcfg.log_every) if chief else None
+    progress = _Progress(int(planned.numpy()), tcfg.log_every) if chief else None
     workers = distribute_lib.worker_count(strategy)
     if chief:
         print(describe_limits(config, source, total_steps), file=sys.stderr, flush=True)
@@ -291,7 +294,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                 step = int(counters["step"].numpy())
                 rate = seen / max(train_time, 1e-9)
                 if chief:
-                    progress.update(step, epoch, values, rate, int(planned.numpy()))
+                    progress.update(step, epoch, values, rate)
                     if step % tcfg.log_every == 0:
                         record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate,
                                   "train_s": round(train_time, 2), **values}
@@ -301,6 +304,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                                 tf.summary.scalar(f"train/{key}", value)
                 if tcfg.time_budget and step % tcfg.log_every == 0:
                     planned.assign(_replan(tcfg, step, steps_here, train_time, total_steps))
+                    if progress is not None:
+                        progress.replan(int(planned.numpy()))
                 steps_here += 1
                 plateau = bool(tcfg.validate_every) and step % tcfg.validate_every == 0 and (
                     validate(epoch, "validation"))
