@@ -7,8 +7,9 @@ XLA and the exported SavedModel). Per sequence it tracks:
 - the branch depth, and a stack of the remaining valence of the last atom at each depth;
 - which level the next bond attaches to (the atom before ``(`` inside a fresh branch);
 - the order of a pending bond token (``=`` waits for its atom or ring label);
-- the open ring-closure labels, the bond order each was opened with, and those opened on the
-  current atom (``C11`` is not a ring);
+- the open ring-closure labels, the bond order each was opened with and the atom that opened
+  each (``C11`` is not a ring, and a ring cannot close onto a neighbour: ``C1C1``, or twice
+  onto the same atom: ``C12CC12``);
 - the position, so the prefix can still be closed (branches, rings, ``<eos>``) within max_len.
 
 From it, ``allowed`` gives a ``(B, V)`` mask. Tables come from the run's vocabulary, so any SMILES
@@ -132,12 +133,16 @@ class SmilesGrammar:
             "valence": tf.zeros([batch_size, self.max_depth], tf.int32),  # (B, D) units left
             "ring_open": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) 0/1
             "ring_order": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) bond order
-            "ring_here": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) on this atom
             # Atom identities, so a ring cannot close onto the atom's own neighbour ("C1C1").
             "atoms": zeros,  # (B,) atoms placed so far
             "anchor_id": tf.zeros([batch_size, self.max_depth], tf.int32),  # (B, D) atom per level
             "parent": zeros - 1,  # (B,) the atom the current atom is bonded to (-1: none)
             "ring_atom": tf.zeros([batch_size, self.num_labels], tf.int32) - 1,  # (B, R) opener
+            # Openers of the labels the current atom closed (two closures onto one atom would
+            # be a second bond between them).
+            "closed_onto": tf.zeros([batch_size, self.num_labels], tf.int32) - 1,  # (B, R)
+            # Units the opener of each open label has left, for a closing bond of higher order.
+            "ring_spare": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R)
         }
 
     def _incoming_order(self, state):
@@ -173,8 +178,16 @@ class SmilesGrammar:
         new_atom = tf.gather(tf.constant(self.valence), tokens) - order_in
         valence = tf.where((at_depth > 0) & is_[ATOM][:, None], new_atom[:, None], valence)
 
-        ring_here = tf.where(is_[ATOM][:, None], 0, state["ring_here"]) + opening
         anchor = tf.reduce_sum(at_attach * state["anchor_id"], -1)  # (B,) the current atom
+        closing = label_hot * was_open[:, None]  # (B, R)
+        closed_onto = tf.where(is_[ATOM][:, None], -1, state["closed_onto"])
+        closed_onto = tf.where(closing > 0, state["ring_atom"], closed_onto)
+        # The opener's spare units: what it has left when the label opens, less what it spends
+        # on later bonds (an atom after it, more labels) while it is the current atom.
+        on_anchor = tf.cast(tf.equal(state["ring_atom"], anchor[:, None]), tf.int32)
+        ring_spare = state["ring_spare"] - on_anchor * spend[:, None]
+        left_now = tf.reduce_sum(at_attach * valence, -1)  # (B,) after this token
+        ring_spare = tf.where(opening > 0, left_now[:, None], ring_spare)
         fresh = (prev == START) | (prev == DOT)
         parent = tf.where(is_[ATOM], tf.where(fresh, -1, anchor), state["parent"])
         anchor_id = tf.where((at_depth > 0) & is_[ATOM][:, None], state["atoms"][:, None],
@@ -189,12 +202,19 @@ class SmilesGrammar:
             "valence": valence,
             "ring_open": state["ring_open"] + opening - label_hot * was_open[:, None],
             "ring_order": tf.where(opening > 0, order_in[:, None], state["ring_order"]),
-            "ring_here": ring_here,
             "atoms": state["atoms"] + tf.cast(is_[ATOM], tf.int32),
             "anchor_id": anchor_id,
             "parent": parent,
             "ring_atom": tf.where(opening > 0, anchor[:, None], state["ring_atom"]),
+            "closed_onto": closed_onto,
+            "ring_spare": ring_spare,
         }
+
+    def _opened_on(self, state, level):
+        """(B, R) 1 where a ring label is open and was opened by the atom at depth ``level``."""
+        atom = tf.reduce_sum(tf.one_hot(level, self.max_depth, dtype=tf.int32)
+                             * state["anchor_id"], -1)  # (B,)
+        return state["ring_open"] * tf.cast(tf.equal(state["ring_atom"], atom[:, None]), tf.int32)
 
     def allowed(self, state: dict[str, tf.Tensor], max_len: int | tf.Tensor) -> tf.Tensor:
         """Tokens that keep the prefix completable within ``max_len`` tokens: bool ``(B, V)``."""
@@ -228,36 +248,56 @@ class SmilesGrammar:
         label = tf.constant(self.ring_label)
         label_hot = tf.one_hot(label, self.num_labels, dtype=tf.int32)  # (V, R), zero if -1
         is_open = tf.matmul(state["ring_open"], label_hot, transpose_b=True)  # (B, V)
-        opened_here = tf.matmul(state["ring_here"], label_hot, transpose_b=True)
+        here = self._opened_on(state, state["attach"])  # (B, R) rings the current atom opened
+        opened_here = tf.matmul(here, label_hot, transpose_b=True)  # (B, V)
         opener = tf.matmul(state["ring_atom"] + 1, label_hot, transpose_b=True) - 1  # (B, V)
-        onto_parent = (is_open > 0) & (opener == state["parent"][:, None])
+        # Closing onto the atom's neighbour, or onto an atom it already closed a ring onto.
+        twice = tf.reduce_any(tf.equal(opener[:, :, None], state["closed_onto"][:, None, :]), -1)
+        onto_parent = (is_open > 0) & ((opener == state["parent"][:, None]) | twice)
         stored = tf.matmul(state["ring_order"], label_hot, transpose_b=True)
         ring_order = tf.where(is_open > 0, tf.maximum(order_in, stored), order_in)
+        spare = tf.matmul(state["ring_spare"], label_hot, transpose_b=True)  # (B, V)
+        opener_full = (is_open > 0) & (ring_order - stored > spare)
         # A ring label sits on an atom: after it, another label, or a bond that follows it
         # (not a bond that opens a branch: "C(=1" has no atom for the label).
         bond_on_atom = (prev == BOND) & (state["attach"] == state["depth"])[:, None]
         on_atom = (prev == ATOM) | (prev == RING) | bond_on_atom
         open_after = open_count + tf.where(is_open > 0, -1, 1)
-        ring = ((classes == RING) & on_atom & (opened_here == 0) & ~onto_parent
+        ring = ((classes == RING) & on_atom & (opened_here == 0) & ~onto_parent & ~opener_full
                 & (current >= ring_order)
                 & ((open_after == 0) | (tf.maximum(below_now, current - ring_order) >= 1)))
         end = (classes == END) & after_atom & (depth == 0) & (open_count == 0)
         dot = (classes == DOT) & after_atom & (depth == 0)
         mask = atom | bond | branch | close | ring | end | dot
 
-        # Length: after this token, closing what is open still needs depth' ")" and open'
-        # ring labels (plus an atom after a bond, "(" or "."), and <eos>.
+        # Length: after this token, closing what is open still needs depth' ")", open' ring
+        # labels, the atoms to put them on, and <eos>. Atoms: one after a bond, "(" or "."; the
+        # rings that one atom opened close on as many different atoms, none of them its
+        # neighbour (the next atom, while it is the current one or ")" returns to it); an atom
+        # with fewer units left than open rings cannot close them all.
         depth_after = (depth + tf.cast(classes == OPEN, tf.int32)
                        - tf.cast(classes == CLOSE, tf.int32))
+        opening = (classes == RING) & (is_open == 0)
         ring_delta = tf.where(is_open > 0, -1, 1) * tf.cast(classes == RING, tf.int32)
-        needs_atom = (classes == BOND) | (classes == OPEN) | (classes == DOT) | (
-            (classes == RING) & (is_open == 0)) | ((classes == CLOSE) & (open_count > 0))
-        # An atom with fewer units left than open rings cannot close them all, nor can it close
-        # the rings its parent (the current atom) opened: another atom.
-        parent_rings = tf.reduce_sum(state["ring_here"] * state["ring_open"], -1)[:, None] > 0
-        short = (classes == ATOM) & ((open_count > atom_valence - order_in) | parent_rings)
-        needed = (depth_after + open_count + ring_delta + tf.cast(needs_atom | short, tf.int32)
-                  + 1)
+        needs_atom = (classes == BOND) | (classes == OPEN) | (classes == DOT) | opening | (
+            (classes == CLOSE) & (open_count > 0))
+        here_after = tf.reduce_sum(here, -1, keepdims=True) + tf.cast(opening, tf.int32)  # (B, V)
+        there = self._opened_on(state, tf.maximum(state["depth"] - 1, 0))
+        there_count = tf.reduce_sum(there, -1, keepdims=True) * tf.cast(depth > 0, tf.int32)
+        same = tf.equal(state["ring_atom"][:, :, None], state["ring_atom"][:, None, :])
+        shared = tf.reduce_sum(tf.cast(same, tf.int32) * state["ring_open"][:, None, :], -1)
+        most = tf.reduce_max(shared * state["ring_open"], -1, keepdims=True)  # (B, 1)
+        atoms = tf.maximum(tf.cast(needs_atom, tf.int32),
+                           tf.where((classes == RING) & (is_open > 0), 0, most))
+        atoms = tf.maximum(atoms, tf.where(
+            ((classes == BOND) | (classes == OPEN) | (classes == RING)) & (here_after > 0),
+            here_after + 1, 0))
+        atoms = tf.maximum(atoms, tf.where((classes == CLOSE) & (there_count > 0),
+                                           there_count + 1, 0))
+        short = tf.cast(open_count > atom_valence - order_in, tf.int32)
+        atoms = tf.where(classes == ATOM,
+                         tf.maximum(tf.maximum(here_after, most - 1), short), atoms)
+        needed = depth_after + open_count + ring_delta + atoms + 1
         needed = tf.where(classes == END, 0, needed)
         room = tf.cast(max_len, tf.int32) - state["position"][:, None] - 1
         return mask & (needed <= room)
