@@ -114,6 +114,8 @@ class TrainConfig:
     kl_cycles: int = 4  # cyclical: number of cycles
     free_bits: float = 0.0  # nats per latent dimension not penalised (0 = off)
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
+    grammar_softmax: bool = False  # SMILES runs: the decoder's softmax is over the tokens the
+    #   grammar mask allows after each prefix (a constrained softmax, trained as it samples)
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
     jit_compile: bool = False  # compile the train step with XLA

@@ -28,11 +28,12 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
-    decodes without it (other notations never have one). ``beam_width`` > 1: beam search
-    (length-normalised) instead of greedy or sampled decoding.
+    decodes without it (other notations never have one), except for runs trained with the
+    constrained softmax (``train.grammar_softmax``), whose distribution is the masked one.
+    ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
     """
     model = run.model
-    mask = run.grammar if grammar else None
+    mask = run.grammar if grammar or run.config.train.grammar_softmax else None
 
     @tf.function(reduce_retracing=True)
     def decode_ids(z, seed):

@@ -178,7 +178,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     results = {
         "run_dir": run.run_dir, "n_samples": n_samples, "seed": seed,
         "tokenizer": run.info["tokenizer"], "data_source": run.info.get("data_source"),
-        "grammar": bool(grammar and run.grammar is not None),
+        "grammar": bool((grammar or run.config.train.grammar_softmax) and run.grammar is not None),
         "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
         "references": references, "wall_seconds": walls, "notes": notes,
     }

@@ -61,6 +61,7 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         raise SeqvaeError("vae_quality needs at least one sequence")
     model = run.model
     latent_dim = run.config.model.latent_dim
+    softmax_grammar = run.grammar if run.config.train.grammar_softmax else None
     id_spec = tf.TensorSpec([None, None], tf.int32)
     z_spec = tf.TensorSpec([None, latent_dim], tf.float32)
 
@@ -73,6 +74,9 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         """-> log p(x|z) and log p(z) - log q(z|x), each (B,), for z = mean + std * eps."""
         z = mean + tf.exp(0.5 * log_var) * eps
         logits = model.decoder(z, model.decoder_inputs(ids), training=False)
+        if softmax_grammar is not None:  # the run's distribution is the constrained softmax
+            logits = objective.constrained_logits(
+                logits, softmax_grammar.teacher_forced_masks(ids, run.max_len))
         log_likelihood = -objective.sequence_cross_entropy(ids, logits)
         log_prior = -0.5 * tf.reduce_sum(tf.square(z) + _LOG_2PI, axis=1)
         log_posterior = -0.5 * tf.reduce_sum(tf.square(eps) + log_var + _LOG_2PI, axis=1)

@@ -331,6 +331,33 @@ class SmilesGrammar:
 
         return step, (state, self.initial_state(batch_size))
 
+    def teacher_forced_masks(self, ids: tf.Tensor, max_len: int | tf.Tensor) -> tf.Tensor:
+        """The mask at every position of known sequences: what a constrained softmax keeps.
+
+        Args:
+          ids: int ``(B, T)`` targets (``<eos>`` then ``<pad>`` after each sequence).
+          max_len: the decoding length the masks keep room for (the run's ``max_len``).
+
+        Returns:
+          bool ``(B, T, V)``: at position t, the tokens the grammar allows after ``ids[:, :t]``,
+          and always ``ids[:, t]`` itself (padding, and a target the grammar would reject, keep
+          a finite likelihood).
+        """
+        ids = tf.cast(ids, tf.int32)
+        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+        by_time = tf.transpose(ids)  # (T, B)
+        masks = tf.TensorArray(tf.bool, size=length)
+        state = self.update(self.initial_state(batch), tf.fill([batch], BOS_ID))
+
+        def body(t, state, masks):
+            target = by_time[t]
+            allowed = self.allowed(state, max_len) | tf.cast(
+                tf.one_hot(target, self.vocab_size, dtype=tf.int32), tf.bool)
+            return t + 1, self.update(state, target), masks.write(t, allowed)
+
+        _, _, masks = tf.while_loop(lambda t, *_: t < length, body, (0, state, masks))
+        return tf.transpose(masks.stack(), [1, 0, 2])
+
     def first_violation(self, ids: tf.Tensor) -> tf.Tensor:
         """For token ids ``(B, T)`` (<eos> then <pad> after each sequence): the first position
         whose token the mask forbids, or -1 where every token is allowed -> int32 ``(B,)``."""

@@ -33,8 +33,12 @@ from seqvae.training.schedules import LearningRateSchedule
 
 def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
                     config: TrainConfig, total_steps: int, counters: dict[str, tf.Variable],
-                    strategy: tf.distribute.Strategy | None = None):
+                    strategy: tf.distribute.Strategy | None = None, grammar=None,
+                    max_len: int = 0):
     """Builds the compiled step ``per-replica ids (B, T) -> metrics``; it advances the counters.
+
+    ``grammar``, ``max_len``: the constrained softmax of ``train.grammar_softmax``
+    (``compute_losses``).
 
     Advancing ``step``/``batch`` inside the compiled function keeps weights, optimizer and
     counters consistent: an interrupt lands before or after a whole step, never inside one.
@@ -52,7 +56,7 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         with tf.GradientTape() as tape:
             metrics = compute_losses(model, ids, counters["step"], config, total_steps, shard=shard,
-                                     sum_replicas=sum_replicas)
+                                     sum_replicas=sum_replicas, grammar=grammar, max_len=max_len)
             loss = optimizer.scale_loss(metrics["loss"]) if scaling else metrics["loss"]
         if scaling:  # unscaled here so that clipping sees the true norm
             scale = tf.cast(optimizer.dynamic_scale, tf.float32)
@@ -171,6 +175,18 @@ def planned_steps(config: TrainConfig, steps_per_epoch: int) -> int:
     return min(total, config.max_steps) if config.max_steps else total
 
 
+def softmax_grammar(config: Config, tokens, tokenizer: str):
+    """The grammar of ``train.grammar_softmax`` (None when it is off); only SMILES runs have one."""
+    if not config.train.grammar_softmax:
+        return None
+    from seqvae.model.grammar import grammar_for
+
+    grammar = grammar_for(tokens, tokenizer)
+    if grammar is None:
+        raise SeqvaeError(f"train.grammar_softmax needs a SMILES run; this one is {tokenizer}")
+    return grammar
+
+
 def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
           strict: bool = False, strategy: str | tf.distribute.Strategy = "default") -> dict:
     """Trains a SequenceVAE into ``run_dir`` (created, or continued with ``resume``).
@@ -242,9 +258,12 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     planned = counters["planned"]
     if not tcfg.time_budget:  # a resumed run may train longer than first planned
         planned.assign(total_steps)
-    train_step = make_train_step(model, optimizer, tcfg, planned, counters, strategy)
+    grammar = softmax_grammar(config, source.vocab.tokens, source.tokenizer)
+    train_step = make_train_step(model, optimizer, tcfg, planned, counters, strategy,
+                                 grammar=grammar, max_len=source.max_len)
     eval_step = tf.function(
-        lambda ids, step: compute_losses(model, ids, step, tcfg, planned, training=False),
+        lambda ids, step: compute_losses(model, ids, step, tcfg, planned, training=False,
+                                         grammar=grammar, max_len=source.max_len),
         input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
     trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))

@@ -14,6 +14,7 @@ import tensorflow as tf
 from seqvae.config import TrainConfig
 from seqvae.data.vocabulary import BOS_ID, PAD_ID, UNK_ID
 from seqvae.model import randomness
+from seqvae.model.grammar import SmilesGrammar
 from seqvae.model.vae import SequenceVAE
 from seqvae.training import schedules
 
@@ -54,6 +55,19 @@ def sequence_cross_entropy(targets: tf.Tensor, logits: tf.Tensor, pad_id: int = 
     mask = tf.cast(tf.not_equal(targets, pad_id), tf.float32)
     per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
     return tf.reduce_sum(per_token * mask, axis=1)
+
+
+def constrained_logits(logits: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
+    """A constrained softmax: disallowed tokens get -1e9, so the softmax is over ``allowed``.
+
+    Args:
+      logits: float ``(B, T, V)``.
+      allowed: bool ``(B, T, V)``, at least one True per position.
+
+    Returns:
+      float32 ``(B, T, V)``.
+    """
+    return tf.where(allowed, tf.cast(logits, tf.float32), -1e9)
 
 
 def probability_cross_entropy(targets: tf.Tensor, probabilities: tf.Tensor) -> tf.Tensor:
@@ -129,6 +143,7 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
                    total_steps: int, training: bool = True,
                    shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
                    sum_replicas: Callable[[tf.Tensor], tf.Tensor] | None = None,
+                   grammar: SmilesGrammar | None = None, max_len: int = 0,
                    ) -> dict[str, tf.Tensor]:
     """The training objective on one batch: ``recon_term + kl_weight * KL``.
 
@@ -147,6 +162,9 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
         the slice's rows of the global batch's noise.
       sum_replicas: with ``shard``, the sum of a tensor over all replicas (the step passes
         ``ReplicaContext.all_reduce``); free bits need the global per-dimension KL.
+      grammar: a SMILES grammar for ``train.grammar_softmax``: the likelihood is then taken
+        over the tokens it allows after each target prefix (``constrained_logits``), with room
+        for ``max_len`` tokens, as masked decoding sees them.
     """
     seed = randomness.fold_in(randomness.as_seed(config.seed), step)
     rows = tf.shape(ids)[0]
@@ -160,7 +178,10 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
     noise = randomness.normal([global_rows, model.config.latent_dim], randomness.fold_in(seed, 0))
     out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs,
                 z_noise=noise[offset:offset + rows])
-    recon_sum = tf.reduce_sum(sequence_cross_entropy(ids, out["logits"]))
+    logits = out["logits"]
+    if grammar is not None:
+        logits = constrained_logits(logits, grammar.teacher_forced_masks(ids, max_len))
+    recon_sum = tf.reduce_sum(sequence_cross_entropy(ids, logits))
     recon = recon_sum / tf.maximum(global_tokens, 1.0)
     global_rows = tf.cast(global_rows, tf.float32)
     recon_term = recon if config.kl_reduction == "per_token" else recon_sum / global_rows

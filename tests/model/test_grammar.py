@@ -184,3 +184,23 @@ def test_real_molecules_pass_step_by_step(kekulize):
         ids[row, :len(encoded)] = encoded
     first = SmilesGrammar.from_tokens(vocab.tokens).first_violation(tf.constant(ids)).numpy()
     assert [texts[i] for i in np.flatnonzero(first >= 0)] == []
+
+
+def test_teacher_forced_masks_are_the_step_by_step_masks():
+    vocab = _vocab([])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    texts = ["CC(=O)O", "C1CCCCC1", "c1ccccc1N"]
+    ids = np.zeros((len(texts), 12), np.int32)
+    for row, text in enumerate(texts):
+        encoded = vocab.encode(TOKENIZER.tokenize(text))
+        ids[row, :len(encoded)] = encoded
+    masks = grammar.teacher_forced_masks(tf.constant(ids), 20).numpy()
+    assert masks.shape == (3, 12, len(vocab))
+    assert masks[np.arange(3)[:, None], np.arange(12)[None, :], ids].all()  # targets allowed
+    state = grammar.update(grammar.initial_state(3), tf.fill([3], BOS_ID))
+    for t in range(12):
+        expected = grammar.allowed(state, 20).numpy() | (np.arange(len(vocab)) == ids[:, t:t + 1])
+        np.testing.assert_array_equal(masks[:, t], expected)
+        state = grammar.update(state, tf.constant(ids[:, t]))
+    compiled = tf.function(grammar.teacher_forced_masks, jit_compile=True)(tf.constant(ids), 20)
+    np.testing.assert_array_equal(compiled.numpy(), masks)
