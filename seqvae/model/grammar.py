@@ -16,8 +16,11 @@ From it, ``allowed`` gives a ``(B, V)`` mask. Tables come from the run's vocabul
 vocabulary works; tokens that cannot appear outside brackets (``+``, ``@``, ...) and ``<unk>``
 are never allowed. Valence is counted in bond-order units with a generous table (an aromatic
 atom's implicit bonds count 1, ``c`` may hold 4 units for ``c(=O)``), so the mask never forbids a
-molecule RDKit accepts (``bench/grammar_coverage.py`` checks the MOSES train split); what it
-cannot decide from a prefix — aromaticity that does not kekulize, stereo — is left to RDKit.
+molecule RDKit accepts (``bench/grammar_coverage.py`` checks the MOSES train split), hypervalent
+F, Cl and Br aside (RDKit reads ``O=BrO``; the mask holds them to one bond); what it cannot
+decide from a prefix — aromaticity that does not kekulize, stereo — is left to RDKit.
+``tests/model/test_grammar_oracle.py`` checks it against partialsmiles, a validating parser of
+partial SMILES.
 """
 
 from __future__ import annotations
@@ -130,6 +133,7 @@ class SmilesGrammar:
             "depth": zeros,  # (B,) open branches
             "attach": zeros,  # (B,) depth level of the atom the next bond attaches to
             "pending": zeros,  # (B,) order of a bond token awaiting its atom / ring label
+            "after_close": zeros,  # (B,) 1 from ")" until the next atom (a bond may follow it)
             "valence": tf.zeros([batch_size, self.max_depth], tf.int32),  # (B, D) units left
             "ring_open": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) 0/1
             "ring_order": tf.zeros([batch_size, self.num_labels], tf.int32),  # (B, R) bond order
@@ -199,6 +203,7 @@ class SmilesGrammar:
             "depth": new_depth,
             "attach": tf.where(is_[ATOM] | is_[CLOSE], new_depth, attach),
             "pending": tf.where(is_[BOND], tf.gather(tf.constant(self.bond_order), tokens), 0),
+            "after_close": tf.where(is_[CLOSE], 1, tf.where(is_[BOND], state["after_close"], 0)),
             "valence": valence,
             "ring_open": state["ring_open"] + opening - label_hot * was_open[:, None],
             "ring_order": tf.where(opening > 0, order_in[:, None], state["ring_order"]),
@@ -259,8 +264,10 @@ class SmilesGrammar:
         spare = tf.matmul(state["ring_spare"], label_hot, transpose_b=True)  # (B, V)
         opener_full = (is_open > 0) & (ring_order - stored > spare)
         # A ring label sits on an atom: after it, another label, or a bond that follows it
-        # (not a bond that opens a branch: "C(=1" has no atom for the label).
-        bond_on_atom = (prev == BOND) & (state["attach"] == state["depth"])[:, None]
+        # (not a bond that opens a branch: "C(=1" has no atom for the label; nor one after a
+        # branch: "C(F)=1" puts the label after the branch).
+        bond_on_atom = (prev == BOND) & ((state["attach"] == state["depth"])
+                                         & (state["after_close"] == 0))[:, None]
         on_atom = (prev == ATOM) | (prev == RING) | bond_on_atom
         open_after = open_count + tf.where(is_open > 0, -1, 1)
         ring = ((classes == RING) & on_atom & (opened_here == 0) & ~onto_parent & ~opener_full
@@ -331,12 +338,15 @@ class SmilesGrammar:
 
         return step, (state, self.initial_state(batch_size))
 
-    def teacher_forced_masks(self, ids: tf.Tensor, max_len: int | tf.Tensor) -> tf.Tensor:
+    def teacher_forced_masks(self, ids: tf.Tensor, max_len: int | tf.Tensor,
+                             include_targets: bool = True) -> tf.Tensor:
         """The mask at every position of known sequences: what a constrained softmax keeps.
 
         Args:
           ids: int ``(B, T)`` targets (``<eos>`` then ``<pad>`` after each sequence).
           max_len: the decoding length the masks keep room for (the run's ``max_len``).
+          include_targets: also allow each position's own target (see Returns); False gives
+            the grammar's masks alone.
 
         Returns:
           bool ``(B, T, V)``: at position t, the tokens the grammar allows after ``ids[:, :t]``,
@@ -351,8 +361,10 @@ class SmilesGrammar:
 
         def body(t, state, masks):
             target = by_time[t]
-            allowed = self.allowed(state, max_len) | tf.cast(
-                tf.one_hot(target, self.vocab_size, dtype=tf.int32), tf.bool)
+            allowed = self.allowed(state, max_len)
+            if include_targets:
+                allowed = allowed | tf.cast(tf.one_hot(target, self.vocab_size, dtype=tf.int32),
+                                            tf.bool)
             return t + 1, self.update(state, target), masks.write(t, allowed)
 
         _, _, masks = tf.while_loop(lambda t, *_: t < length, body, (0, state, masks))

@@ -59,6 +59,7 @@ def test_every_valid_smiles_passes_step_by_step():
     ("C11", 2),  # a ring closed on the atom that opened it
     ("C(C)1CC1", 4),  # a ring label after a branch
     ("C(=1)C", 3),  # a ring label on no atom
+    ("C1CC(F)=1", 8),  # ... or after a branch
     ("C()C", 2),  # an empty branch
     ("CC(C)(C)(C)C", 11),  # a fifth bond on a carbon
     ("FC(F)(F)(F)F", 11),
