@@ -124,7 +124,8 @@ def cmd_sample(args) -> int:
 
     run = _load(args.run_dir)
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
-                             greedy=args.greedy, seed=args.seed, grammar=not args.no_grammar)
+                             greedy=args.greedy, seed=args.seed, grammar=not args.no_grammar,
+                             prior=args.prior)
     if args.valid_only:
         from seqvae.data.chemistry import canonical_smiles
 
@@ -132,6 +133,24 @@ def cmd_sample(args) -> int:
     if args.unique:
         texts = list(dict.fromkeys(texts))
     _write_lines(texts, args.out)
+    return 0
+
+
+def cmd_fit_prior(args) -> int:
+    import numpy as np
+
+    from seqvae import inference
+    from seqvae.errors import SeqvaeError
+
+    run = _load(args.run_dir)
+    data = args.data or run.info.get("data_source") or "moses:train"
+    if data in ("list", "array"):
+        raise SeqvaeError(f"{args.run_dir} was trained on in-memory data: give DATA to fit to")
+    prior = inference.fit_prior(run, data, limit=args.limit)
+    scale = np.sqrt(np.sum(prior.scale_tril ** 2, axis=1))
+    print(f"fitted the prior to {prior.sequences} encodings of {prior.source}: |mean| "
+          f"{np.linalg.norm(prior.mean):.2f}, per-dimension sd {scale.min():.2f}-{scale.max():.2f} "
+          f"(N(0, I): 0, 1); sample from it with --prior fitted", file=sys.stderr)
     return 0
 
 
@@ -210,7 +229,7 @@ def cmd_evaluate(args) -> int:
                        include_fcd=not args.no_fcd, iw_samples=args.iw_samples,
                        recon_molecules=args.recon_molecules,
                        quality_sequences=args.quality_sequences, seed=args.seed,
-                       grammar=not args.no_grammar,
+                       grammar=not args.no_grammar, prior=args.prior,
                        progress=None if args.quiet else print_to_stderr)
     if args.json:
         with open(os.path.join(results["report_dir"], "metrics.json")) as handle:
@@ -302,6 +321,7 @@ def cmd_demo(args) -> int:
 EXAMPLES = {
     "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume\n  seqvae train 'shards/*.smi.gz' --stream --out runs/big",
     "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
+    "fit-prior": "seqvae fit-prior runs/demo\n  seqvae sample runs/demo --prior fitted -n 1000",
     "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
     "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
     "reconstruct": "seqvae reconstruct runs/demo moses:test --samples 10 --json",
@@ -341,6 +361,12 @@ def _add_grammar_option(p) -> None:
     p.add_argument("--no-grammar", action="store_true",
                    help="decode SMILES without the grammar mask (on by default for SMILES runs; "
                    "it only allows tokens that keep the string a completable molecule)")
+
+
+def _add_prior_option(p) -> None:
+    p.add_argument("--prior", choices=("standard", "fitted"), default="standard",
+                   help="z from N(0, I) (standard) or from the Gaussian fitted to the run's "
+                   "encodings by `seqvae fit-prior` (fitted)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -391,6 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unique", action="store_true", help="drop repeated samples")
     p.add_argument("--valid-only", action="store_true", help="keep only RDKit-valid SMILES")
     _add_grammar_option(p)
+    _add_prior_option(p)
+
+    p = command("fit-prior", cmd_fit_prior, "fit a Gaussian to the run's aggregate posterior "
+                "(ex-post density estimation), for sample/evaluate --prior fitted")
+    p.add_argument("run_dir")
+    p.add_argument("data", nargs="?", help="sequences to encode (default: the run's training "
+                   "source)")
+    p.add_argument("--limit", type=int, default=50_000, help="first N sequences (0: all)")
 
     p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim)")
     p.add_argument("run_dir")
@@ -441,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_grammar_option(p)
+    _add_prior_option(p)
 
     p = command("interpolate", cmd_interpolate, "decode the path between two sequences")
     p.add_argument("run_dir")

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from seqvae import latent_prior
 from seqvae.data import sources
 from seqvae.data.preparation import EncodedTexts, encode_texts, ids_to_texts
 from seqvae.data.vocabulary import PAD_ID
@@ -70,15 +71,37 @@ def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.
 
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,
            seed: int = 0, batch_size: int = 1000,
-           progress: Callable[[str], None] | None = None, grammar: bool = True) -> list[str]:
-    """Draws ``num`` texts from the prior ``z ~ N(0, I)``; the same seed gives the same texts.
+           progress: Callable[[str], None] | None = None, grammar: bool = True,
+           prior: str = "standard") -> list[str]:
+    """Draws ``num`` texts from the prior; the same seed gives the same texts.
 
-    z is ``decoding.prior_z(num, latent_dim, seed)``: the exported ``sample`` signature and
-    ``decoding.sample_prior`` draw the same. ``grammar`` as in ``compiled_decoder``.
+    ``prior``: ``standard`` samples ``z ~ N(0, I)``, ``decoding.prior_z(num, latent_dim, seed)``
+    (the exported ``sample`` signature and ``decoding.sample_prior`` draw the same); ``fitted``
+    the run's fitted prior (``fit_prior``, ``seqvae.latent_prior``) from the same noise.
+    ``grammar`` as in ``compiled_decoder``.
     """
-    z = decoding.prior_z(num, run.config.model.latent_dim, seed)
-    return decode(run, z.numpy(), greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
+    z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
+    if prior == "fitted":
+        z = latent_prior.load(run.run_dir).transform(z)
+    elif prior != "standard":
+        raise SeqvaeError(f"prior must be one of {', '.join(latent_prior.PRIORS)}, got {prior!r}")
+    return decode(run, z, greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                   batch_size=batch_size, progress=progress, verb="sampled", grammar=grammar)
+
+
+def fit_prior(run: Run, data="moses:train", limit: int = 50_000,
+              batch_size: int = 1000) -> latent_prior.FittedPrior:
+    """Fits ``seqvae.latent_prior`` to the encodings of the first ``limit`` sequences of
+    ``data`` (the run's training source by default) and saves it in the run directory."""
+    seqs = sources.read_sequences(data, run.config.data.column, limit=limit)
+    encoded = encode_texts(run.codec, seqs.texts, on_error="skip", source=seqs.source,
+                           check_molecules=False)
+    if not len(encoded.ids):
+        raise SeqvaeError(f"{seqs.source}: nothing to fit the prior to (no line can be encoded)")
+    mean, log_var = encode_batches(run, encoded.ids, batch_size)
+    prior = latent_prior.fit(mean, log_var, seqs.source)
+    latent_prior.save(run.run_dir, prior)
+    return prior
 
 
 def encode_ids(run: Run, data, strict: bool = False, skip: bool = False) -> EncodedTexts:

@@ -83,7 +83,7 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
 def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=None, train=None,
              include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = 1000,
              quality_sequences: int = 10000, seed: int = 0, grammar: bool = True,
-             progress: Callable[[str], None] | None = print_to_stderr) -> dict:
+             prior: str = "standard", progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
     References: a run trained on MOSES (``run.json`` ``data_source`` ``moses:...``) defaults to
@@ -104,6 +104,8 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
       seed: seeds sampling, the bounds and the protocol.
       grammar: decode SMILES runs under the grammar mask (sampling and reconstruction); the
         results say whether it was on (``grammar``).
+      prior: ``standard`` (N(0, I)) or ``fitted`` (``seqvae.latent_prior``, after
+        ``seqvae fit-prior``): where the generation metrics' samples come from.
       progress: called with status lines; None for silence.
 
     Returns:
@@ -126,8 +128,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     walls["load"] = time.monotonic() - started
 
     tick = time.monotonic()
-    report(f"sampling {n_samples} sequences from the prior")
-    samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar)
+    report(f"sampling {n_samples} sequences from the {prior} prior")
+    samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar,
+                               prior=prior)
     walls["sampling"] = time.monotonic() - tick
 
     generation = None
@@ -179,6 +182,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         "run_dir": run.run_dir, "n_samples": n_samples, "seed": seed,
         "tokenizer": run.info["tokenizer"], "data_source": run.info.get("data_source"),
         "grammar": bool((grammar or run.config.train.grammar_softmax) and run.grammar is not None),
+        "prior": prior,
         "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
         "references": references, "wall_seconds": walls, "notes": notes,
     }
