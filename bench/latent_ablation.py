@@ -104,31 +104,45 @@ def measure(run_dir: str, args) -> dict:
     row["active_units"] = quality["active_units"]
     row["latent_dim"] = quality["latent_dim"]
     train_set = None
-    if run.grammar is not None:
+    test_fcd = test[:10000]
+
+    def fcd(valid):
+        try:
+            return moses_metrics.fcd(valid, test_fcd)
+        except moses_metrics.MissingExtraError:
+            return None
+
+    from seqvae.data.chemistry import remove_invalid
+
+    if run.grammar is not None and not run.config.train.grammar_softmax:
         unmasked = inference.sample(run, args.samples, temperature=1.0, seed=0, grammar=False)
         row["valid_t1_no_grammar"] = moses_metrics.fraction_valid(unmasked)
+        row["fcd_no_grammar"] = fcd(remove_invalid(unmasked))
     for temperature in (1.0, 0.7):
         samples = inference.sample(run, args.samples, temperature=temperature, seed=0)
         row[f"valid_t{temperature:g}"] = moses_metrics.fraction_valid(samples)
         if temperature == 1.0:
-            from seqvae.data.chemistry import remove_invalid
-
             valid = remove_invalid(samples)
             row["unique@10k"] = moses_metrics.fraction_unique(valid, min(10000, len(valid)),
                                                               check_validity=False)
             train_set = train_set or set(read_sequences("moses:train").texts)
             row["novelty"] = moses_metrics.novelty(valid, train_set)
-            try:
-                row["fcd_test"] = moses_metrics.fcd(valid, test[:10000])
-            except moses_metrics.MissingExtraError:
-                row["fcd_test"] = None
+            row["fcd_test"] = fcd(valid)
+    if args.fitted_prior:  # z from the Gaussian fitted to 50k training encodings
+        inference.fit_prior(run, "moses:train", limit=50_000)
+        samples = inference.sample(run, args.samples, temperature=1.0, seed=0, prior="fitted")
+        row["valid_t1_fitted"] = moses_metrics.fraction_valid(samples)
+        valid = remove_invalid(samples)
+        row["novelty_fitted"] = moses_metrics.novelty(valid, train_set)
+        row["fcd_fitted"] = fcd(valid)
     row["samples"] = args.samples
     return {k: (float(v) if isinstance(v, (np.floating,)) else v) for k, v in row.items()}
 
 
 COLUMNS = ("recipe", "steps", "train_s", "recon_greedy", "recon_beam5", "token_acc", "recon_kusner",
            "active_units", "kl", "valid_t1_no_grammar", "valid_t1", "valid_t0.7", "unique@10k",
-           "novelty", "fcd_test", "interp_valid", "interp_distinct")
+           "novelty", "fcd_test", "fcd_no_grammar", "valid_t1_fitted", "novelty_fitted",
+           "fcd_fitted", "interp_valid", "interp_distinct")
 
 
 def table(rows: list[dict]) -> str:
@@ -155,6 +169,9 @@ def main() -> int:
     parser.add_argument("--kusner", type=int, default=100, help="test molecules, Kusner protocol")
     parser.add_argument("--quality", type=int, default=1000, help="test molecules for KL/AU")
     parser.add_argument("--samples", type=int, default=10000, help="prior samples per temperature")
+    parser.add_argument("--fitted-prior", action="store_true",
+                        help="also sample from the prior fitted to the run's encodings "
+                        "(seqvae fit-prior): valid, novelty and FCD")
     parser.add_argument("--remeasure", action="store_true",
                         help="measure the recipes' existing runs again (after a change to "
                         "decoding), keeping their training time")
