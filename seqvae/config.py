@@ -234,12 +234,20 @@ def _coerce(value: Any, kind: type, where: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
             return float(value)
     elif kind is str:
         if isinstance(value, str):
             return value
     raise SeqvaeError(f"{where} must be of type {kind.__name__}, got {value!r}")
+
+
+def _finite(value: int | float) -> bool:
+    """math.isfinite, False for integers too large for a float (10**400 in a JSON file)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _parse_value(raw: str, kind: type, where: str) -> Any:
