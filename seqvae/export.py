@@ -102,10 +102,12 @@ class ExportModule(tf.Module):
         return self._decode_with(z, True, 1.0, tf.constant([0, 0]))
 
     def _sample(self, n, temperature, seed):
-        tf.debugging.assert_non_negative(n, message="sample: n must be >= 0")
-        tf.debugging.assert_less_equal(n, MAX_SAMPLE_N,
-                                       message=f"sample: n must be at most {MAX_SAMPLE_N}")
-        tf.debugging.assert_all_finite(temperature, "sample: temperature must be finite")
+        checks = [tf.debugging.assert_non_negative(n, message="sample: n must be >= 0"),
+                  tf.debugging.assert_less_equal(
+                      n, MAX_SAMPLE_N, message=f"sample: n must be at most {MAX_SAMPLE_N}"),
+                  tf.debugging.assert_all_finite(temperature, "sample: temperature must be finite")]
+        with tf.control_dependencies(checks):  # before anything is allocated for n
+            n, temperature = tf.identity(n), tf.identity(temperature)
         temperature = tf.maximum(temperature, 1e-3)  # 0 or less: (near-)greedy
         base = tf.stack([tf.cast(seed, tf.int32), 0])
         z = decoding.prior_z(n, self.latent_dim, base)

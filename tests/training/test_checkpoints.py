@@ -3,19 +3,16 @@
 Each test breaks a copy of one tiny 20-step run (checkpoints kept: the last three) on purpose.
 """
 
-import contextlib
 import dataclasses
 import gc
 import json
 import os
-import resource
 import shutil
-import signal
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import SMILES, tiny_config
+from conftest import SMILES, file_size_limit, tiny_config
 
 from seqvae.errors import SeqvaeError
 from seqvae.training.checkpoints import candidates, checkpoint_step
@@ -168,19 +165,6 @@ def test_resume_past_a_damaged_checkpoint_ends_bit_exact(pristine, tmp_path, cap
         np.testing.assert_array_equal(a, b)
 
 
-@contextlib.contextmanager
-def _file_size_limit(size: int):
-    """Writes past ``size`` bytes fail (``EFBIG``, as a full disk fails with ``ENOSPC``)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
-
-
 def test_a_checkpoint_write_that_fails_halfway_leaves_the_previous_one(pristine, tmp_path,
                                                                        monkeypatch):
     save, calls = tf.train.CheckpointManager.save, []
@@ -189,7 +173,7 @@ def test_a_checkpoint_write_that_fails_halfway_leaves_the_previous_one(pristine,
         calls.append(kwargs.get("checkpoint_number"))
         if len(calls) != 2:
             return save(self, *args, **kwargs)
-        with _file_size_limit(2000):  # the data file is cut at 2,000 bytes
+        with file_size_limit(2000):  # the data file is cut at 2,000 bytes
             return save(self, *args, **kwargs)
 
     monkeypatch.setattr(tf.train.CheckpointManager, "save", failing_second_save)
