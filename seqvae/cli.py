@@ -279,7 +279,8 @@ def cmd_demo(args) -> int:
     config = demo_config().with_overrides(
         [f"train.time_budget={args.time_budget}"] if args.time_budget is not None else [])
     summary = train(config, args.out, None, resume=args.resume)
-    _print_train_summary(summary)
+    if not summary.get("already_finished"):
+        _print_train_summary(summary)
     run = load_run(args.out)
     for temperature in args.temperatures:
         samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed,

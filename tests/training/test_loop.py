@@ -428,3 +428,15 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it(tmp_path, 
     assert summary["steps"] == 5 and summary["weights_checksum"] == straight
     steps = [r["step"] for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if r["kind"] == "step"]
     assert steps == [2, 4]
+
+
+def test_a_run_that_used_its_time_budget_is_finished_unless_given_more(tmp_path, smiles, capsys):
+    run_dir = str(tmp_path / "run")
+    config = _with_train(tiny_config(), epochs=10**6, time_budget=0.3)
+    first = train(config, run_dir, smiles)
+    assert first["stop_reason"] == "time_budget"
+    again = train(config, run_dir, smiles, resume=True)
+    assert again["already_finished"] and again["steps"] == first["steps"]
+    assert f"already finished at step {first['steps']} (time_budget)" in capsys.readouterr().err
+    more = train(_with_train(config, time_budget=0.6), run_dir, smiles, resume=True)
+    assert more["steps"] > first["steps"]
