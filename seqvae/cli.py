@@ -69,14 +69,15 @@ def cmd_train(args) -> int:
     from seqvae.training.loop import train
 
     stored = None
-    if args.resume:
+    if args.resume and os.path.exists(os.path.join(args.out, "run.json")):  # else: starts it
         from seqvae.training.rundir import read_run_files
 
         stored = read_run_files(args.out).config
     config = _build_config(args, stored)  # train() refuses settings that differ from the run's
     summary = train(config, args.out, args.data, resume=args.resume, strict=args.strict,
                     strategy=args.strategy)
-    _print_train_summary(summary)
+    if not summary.get("already_finished"):
+        _print_train_summary(summary)
     print(f"weights checksum {summary['weights_checksum']}")
     return 0
 
@@ -297,7 +298,8 @@ def cmd_demo(args) -> int:
     config = demo_config().with_overrides(
         [f"train.time_budget={args.time_budget}"] if args.time_budget is not None else [])
     summary = train(config, args.out, None, resume=args.resume)
-    _print_train_summary(summary)
+    if not summary.get("already_finished"):
+        _print_train_summary(summary)
     run = load_run(args.out)
     for temperature in args.temperatures:
         samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed,

@@ -125,6 +125,8 @@ class TrainConfig:
     checkpoint_every: int = 500  # steps between checkpoints (and at every epoch end)
     keep_checkpoints: int = 3  # checkpoints kept by the CheckpointManager
     export_at_end: bool = True  # write RUN_DIR/saved_model (seqvae export) when training ends
+    max_nonfinite_steps: int = 10  # stop after this many consecutive steps with a NaN/inf loss or
+    #   gradient (each is skipped: it never reaches the weights or a checkpoint)
 
     def __post_init__(self) -> None:
         _check_choice("train.kl_schedule", self.kl_schedule, KL_SCHEDULES)
@@ -138,7 +140,8 @@ class TrainConfig:
         if not 0.0 <= self.word_dropout < 1.0:
             raise SeqvaeError("train.word_dropout must be in [0, 1)")
         # The loop divides by these (step % log_every, run length / kl_cycles, ...).
-        for name in ("log_every", "checkpoint_every", "keep_checkpoints", "kl_cycles", "lr_decay_steps"):
+        for name in ("log_every", "checkpoint_every", "keep_checkpoints", "kl_cycles", "lr_decay_steps",
+                     "max_nonfinite_steps"):
             if getattr(self, name) < 1:
                 raise SeqvaeError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         for name in ("epochs", "max_steps", "time_budget", "lr_min", "warmup_steps", "clip_norm",
@@ -233,12 +236,20 @@ def _coerce(value: Any, kind: type, where: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
             return float(value)
     elif kind is str:
         if isinstance(value, str):
             return value
     raise SeqvaeError(f"{where} must be of type {kind.__name__}, got {value!r}")
+
+
+def _finite(value: int | float) -> bool:
+    """math.isfinite, False for integers too large for a float (10**400 in a JSON file)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _parse_value(raw: str, kind: type, where: str) -> Any:
@@ -332,7 +343,8 @@ def preset_config(name: str) -> Config:
     return presets[name]()
 
 
-STOP_FIELDS = ("train.epochs", "train.max_steps", "train.time_budget")  # how long, not what
+STOP_FIELDS = ("train.epochs", "train.max_steps", "train.time_budget",  # how long, not what
+               "train.max_nonfinite_steps")
 
 
 def config_differences(stored: Config, given: Config, ignore: tuple[str, ...] = STOP_FIELDS

@@ -4,7 +4,10 @@ Signatures (tokenization and detokenization happen inside the graph):
 
 - ``encode(sequences: string[N]) -> {z_mean, z_log_var}: float32[N, latent_dim]``
 - ``decode(z: float32[N, latent_dim]) -> {sequences: string[N]}`` (greedy)
-- ``sample(n: int32, temperature: float32, seed: int64) -> {sequences: string[N]}``
+- ``sample(n: int32, temperature: float32, seed: int64) -> {sequences: string[N]}``, with
+  ``0 <= n <= MAX_SAMPLE_N`` (10,000: one request cannot make the server allocate without bound;
+  ask again with other seeds for more) and a finite temperature; anything else is an
+  ``InvalidArgumentError`` for that request, and the server carries on.
 
 Strings are in the run's notation (``module.notation``): SMILES, characters or words, and
 **SELFIES for SELFIES runs**, in and out. SMILES <-> SELFIES conversion is Python code
@@ -39,6 +42,9 @@ from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS
 from seqvae.errors import SeqvaeError
 from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run, load_run
+
+
+MAX_SAMPLE_N = 10_000  # most sequences one ``sample`` request may ask for
 
 
 class ExportModule(tf.Module):
@@ -96,6 +102,12 @@ class ExportModule(tf.Module):
         return self._decode_with(z, True, 1.0, tf.constant([0, 0]))
 
     def _sample(self, n, temperature, seed):
+        checks = [tf.debugging.assert_non_negative(n, message="sample: n must be >= 0"),
+                  tf.debugging.assert_less_equal(
+                      n, MAX_SAMPLE_N, message=f"sample: n must be at most {MAX_SAMPLE_N}"),
+                  tf.debugging.assert_all_finite(temperature, "sample: temperature must be finite")]
+        with tf.control_dependencies(checks):  # before anything is allocated for n
+            n, temperature = tf.identity(n), tf.identity(temperature)
         temperature = tf.maximum(temperature, 1e-3)  # 0 or less: (near-)greedy
         base = tf.stack([tf.cast(seed, tf.int32), 0])
         z = decoding.prior_z(n, self.latent_dim, base)
@@ -116,6 +128,10 @@ def export(run_dir: str, out_dir: str) -> str:
         if os.path.exists(out_dir):
             shutil.rmtree(out_dir)
         os.replace(staging, out_dir)
+    except (tf.errors.OpError, OSError) as error:  # a full disk, a read-only folder
+        message = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise SeqvaeError(f"cannot write the SavedModel {out_dir} ({message}); the checkpoints "
+                          "are intact: fix it and run 'seqvae export' again") from None
     finally:
         if os.path.exists(staging):
             shutil.rmtree(staging)

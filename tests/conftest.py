@@ -1,6 +1,9 @@
 """Shared fixtures: quiet TensorFlow and tiny configurations."""
 
+import contextlib
 import os
+import resource
+import signal
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -51,3 +54,17 @@ HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1
 def run(tmp_path_factory):
     """A tiny run trained for 20 steps on SMILES, once per test module."""
     return train_tiny_run(tmp_path_factory.mktemp("run"))
+
+
+@contextlib.contextmanager
+def file_size_limit(size: int):
+    """Writes past ``size`` bytes fail (``EFBIG``) in this process, as a full disk fails with
+    ``ENOSPC``: a writer cut off halfway (RLIMIT_FSIZE; its SIGXFSZ is ignored meanwhile)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)

@@ -165,10 +165,28 @@ def test_train_missing_config_file(tmp_path):
                "nope.toml: cannot read config file")
 
 
-def test_train_into_existing_run_and_resume_of_nothing(tmp_path, run_dir):
+def test_train_into_existing_run(tmp_path, run_dir):
     data = write_smi(tmp_path / "a.smi", SMILES)
     user_error(["train", data, "--out", run_dir, *tiny_args()], "already holds a run", "--resume")
-    user_error(["train", data, "--out", tmp_path / "fresh", "--resume"], "no such run directory")
+
+
+def test_the_launch_command_with_resume_starts_finishes_and_refuses_other_settings(tmp_path):
+    """One command for every start of a preemptible job: it starts the run, then leaves the
+    finished run as it is; other settings are refused in one line."""
+    data = write_smi(tmp_path / "a.smi", SMILES)
+    command = ["train", data, "--out", tmp_path / "run", *tiny_args(), "--resume"]
+    code, out, err = cli(command)
+    assert code == 0, err
+    assert "nothing to resume in" in err and "starting the run" in err
+    first = out.splitlines()[-1]
+    files = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    code, out, err = cli(command)
+    assert code == 0, err
+    assert "already finished at step 1 (max_steps); nothing to train" in err
+    assert out.splitlines()[-1] == first  # the same weights checksum
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == files
+    user_error(command + ["--set", "model.latent_dim=5"], "settings differ",
+               "model.latent_dim: stored 4, given 5")
 
 
 def test_second_training_process_on_the_same_run_dir(tmp_path):

@@ -249,3 +249,61 @@ def test_load_config_missing_and_binary(tmp_path):
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(SeqvaeError, match="not UTF-8"):
         load_config(path)
+
+
+# --- hostile config files and --set values: a Config or one line --------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_KEYS = [f"{section}.{field.name}" for section, cls in (("model", ModelConfig), ("data", DataConfig),
+                                                        ("train", TrainConfig))
+         for field in dataclasses.fields(cls)]
+_VALUES = st.one_of(
+    st.text(max_size=20), st.integers().map(str), st.floats().map(repr),
+    st.sampled_from(["nan", "inf", "-inf", "1e400", "-0", "9" * 5000, "true", "", " 3", "0x10",
+                     "1_000", "１２", "None", "[1]"]))
+
+
+def _one_line(error: SeqvaeError) -> None:
+    assert str(error) and "\n" not in str(error)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(st.tuples(st.one_of(st.sampled_from(_KEYS), st.text(max_size=12)), _VALUES)
+                      .map(lambda kv: f"{kv[0]}={kv[1]}")
+                      | st.text(max_size=20), max_size=4))
+def test_any_set_values_give_a_config_or_one_line(items):
+    try:
+        config = Config().with_overrides(items)
+    except SeqvaeError as error:
+        _one_line(error)
+        return
+    assert Config.from_dict(config.to_dict()) == config  # what was accepted is a valid config
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+                     | st.sampled_from([10**400, -10**400, 2**63]),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_SECTIONS = st.dictionaries(
+    st.sampled_from(["model", "data", "train", "other"]),
+    st.dictionaries(st.sampled_from([key.split(".")[1] for key in _KEYS]) | st.text(max_size=6),
+                    _JSON, max_size=4) | _JSON, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.one_of(_SECTIONS.map(json.dumps), _JSON.map(json.dumps), st.binary(max_size=200)),
+       suffix=st.sampled_from([".json", ".toml"]))
+def test_any_config_file_gives_a_config_or_one_line(tmp_path_factory, content, suffix):
+    path = tmp_path_factory.mktemp("config") / f"config{suffix}"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    try:
+        load_config(path)
+    except SeqvaeError as error:
+        _one_line(error)
+
+
+def test_an_integer_too_large_for_a_float_is_one_line():  # found by the fuzzing above
+    with pytest.raises(SeqvaeError, match="train.learning_rate must be of type float"):
+        Config.from_dict({"train": {"learning_rate": 10**400}})

@@ -90,3 +90,113 @@ def test_training_exports_at_the_end(tmp_path):
     run_dir = str(tmp_path / "run")
     train(config, run_dir, SMILES)
     assert os.path.exists(os.path.join(run_dir, "saved_model", "saved_model.pb"))
+
+
+# --- hostile requests: a clean error for that request, and the server carries on ---------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from seqvae.export import MAX_SAMPLE_N  # noqa: E402
+
+REQUESTS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A tiny run's SavedModel, loaded as a server would load it."""
+    import dataclasses
+
+    import tensorflow as tf
+
+    folder = tmp_path_factory.mktemp("served")
+    config = tiny_config()
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=2,
+                                                                   epochs=5))
+    train(config, str(folder / "run"), SMILES)
+    return tf.saved_model.load(export(str(folder / "run"), str(folder / "exported")))
+
+
+def _still_serves(model):
+    import tensorflow as tf
+
+    out = model.signatures["sample"](n=tf.constant(2), temperature=tf.constant(1.0),
+                                     seed=tf.constant(0, tf.int64))["sequences"]
+    assert out.shape == (2,)
+
+
+@REQUESTS
+@given(texts=st.lists(st.one_of(st.text(max_size=40), st.sampled_from(
+    ["", "Xx§", "[Zz]", "\x1f\x1f", "C" * 200, "é" * 50, "[", "]" * 3, " ", "\n\t"])), max_size=6))
+def test_encode_any_strings(served, texts):
+    import tensorflow as tf
+
+    out = served.signatures["encode"](sequences=tf.constant(texts, tf.string))
+    assert out["z_mean"].shape == (len(texts), 4)
+    assert np.isfinite(out["z_mean"].numpy()).all()
+
+
+def test_encode_a_million_characters(served):
+    import tensorflow as tf
+
+    out = served.signatures["encode"](sequences=tf.constant(["C" * 10**6, "", "CCO"]))
+    assert out["z_mean"].shape == (3, 4) and np.isfinite(out["z_mean"].numpy()).all()
+
+
+@REQUESTS
+@given(n=st.one_of(st.integers(-3, 20), st.sampled_from([0, -1, MAX_SAMPLE_N + 1, 2**31 - 1,
+                                                          -(2**31)])),
+       temperature=st.one_of(st.floats(-10, 10), st.sampled_from([0.0, float("nan"),
+                                                                  float("inf"), 1e30])),
+       seed=st.integers(-(2**63), 2**63 - 1))
+def test_sample_any_request(served, n, temperature, seed):
+    import tensorflow as tf
+
+    request = dict(n=tf.constant(n, tf.int32), temperature=tf.constant(temperature, tf.float32),
+                   seed=tf.constant(seed, tf.int64))
+    if 0 <= n <= MAX_SAMPLE_N and np.isfinite(np.float32(temperature)):
+        assert served.signatures["sample"](**request)["sequences"].shape == (n,)
+    else:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="sample: (n must|temperature)"):
+            served.signatures["sample"](**request)
+    _still_serves(served)
+
+
+def test_sample_at_the_documented_limit(served):
+    import tensorflow as tf
+
+    out = served.signatures["sample"](n=tf.constant(MAX_SAMPLE_N), temperature=tf.constant(1.0),
+                                      seed=tf.constant(3, tf.int64))["sequences"]
+    assert out.shape == (MAX_SAMPLE_N,)
+
+
+@REQUESTS
+@given(z=st.lists(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32)),
+                           min_size=4, max_size=4), max_size=4))
+def test_decode_any_z(served, z):
+    import tensorflow as tf
+
+    out = served.signatures["decode"](z=tf.constant(np.array(z, np.float32).reshape(-1, 4)))
+    assert out["sequences"].shape == (len(z),)
+    _still_serves(served)
+
+
+def test_an_export_cut_off_halfway_leaves_nothing_half_written(tmp_path):
+    import dataclasses
+
+    from conftest import file_size_limit
+
+    from seqvae.errors import SeqvaeError
+
+    config = tiny_config()
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=2,
+                                                                   epochs=5))
+    run_dir = str(tmp_path / "run")
+    train(config, run_dir, SMILES)
+    out = tmp_path / "exported"
+    with file_size_limit(4000), pytest.raises(SeqvaeError) as caught:
+        export(run_dir, str(out))
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"cannot write the SavedModel {out} (")
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".export-")]

@@ -24,6 +24,7 @@ _SMILES_REGEX = re.compile(SMILES_PATTERN + "|.", re.DOTALL)
 # A SELFIES string is a run of bracketed symbols and "." separators; selfies.split_selfies
 # silently drops or merges anything else, so we check first to keep the round trip exact.
 _SELFIES_REGEX = re.compile(r"(?:\[[^\[\]]*\]|\.)*")
+_SELFIES_SYMBOL = re.compile(r"\[[^\[\]]*\]|\.")
 
 
 @runtime_checkable
@@ -86,14 +87,13 @@ class SelfiesTokenizer:
         Raises:
             SeqvaeError: If ``text`` is not a sequence of ``[...]`` symbols and ``.``.
         """
-        import selfies
-
         if not _SELFIES_REGEX.fullmatch(text):
             raise SeqvaeError(
                 f"not a SELFIES string: {_shorten(text)!r}; convert SMILES with "
                 "SelfiesTokenizer.from_smiles first"
             )
-        return list(selfies.split_selfies(text))
+        # Not selfies.split_selfies: it drops a lone "." and glues ".." into ".[O]" symbols.
+        return _SELFIES_SYMBOL.findall(text)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Concatenates symbols into a SELFIES string."""

@@ -24,6 +24,7 @@ from seqvae import files
 from seqvae.config import Config, TrainConfig, config_differences
 from seqvae.errors import SeqvaeError
 from seqvae.model.vae import SequenceVAE, precision_policy
+from seqvae.training import checkpoints as checkpoints_lib
 from seqvae.training import distribute as distribute_lib
 from seqvae.training import rundir as run_lib
 from seqvae.training.inputs import open_training_data
@@ -44,16 +45,20 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
     counters consistent: an interrupt lands before or after a whole step, never inside one.
     With several replicas the gradient-norm clip uses the global (all-reduced) gradient, and each
     replica's gradient is scaled by the same factor before the optimizer sums them.
+
+    A step whose loss or gradient is NaN or infinite is skipped: nothing reaches the weights or
+    Adam's moments, the counters still advance, and the metrics say ``finite`` 0 (else 1).
     """
     strategy = strategy or tf.distribute.get_strategy()
     variables = model.trainable_variables
+    scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
-    def replica_step(ids):
+    def replica_gradients(ids):
+        """``ids -> (gradients, metrics)``: the clipped gradients, and whether they are finite."""
         context = tf.distribute.get_replica_context()
         replicated = context is not None and context.num_replicas_in_sync > 1
         shard = distribute_lib.replica_shard(ids) if replicated else None
         sum_replicas = (lambda x: context.all_reduce("sum", x)) if replicated else None
-        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         with tf.GradientTape() as tape:
             metrics = compute_losses(model, ids, counters["step"], config, total_steps, shard=shard,
                                      sum_replicas=sum_replicas, grammar=grammar, max_len=max_len)
@@ -75,10 +80,26 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
             gradients, norm = tf.clip_by_global_norm(gradients, config.clip_norm)
         else:
             norm = tf.linalg.global_norm(gradients)
-        if scaling:  # LossScaleOptimizer.apply unscales (and skips steps with inf/nan) itself
+        if scaling:  # LossScaleOptimizer.apply unscales (and skips steps with inf/nan) itself,
+            # and inf gradients are routine for it (its loss scale adapts): only the loss counts
             gradients = [g * scale for g in gradients]
-        optimizer.apply(gradients, variables)
+            finite = tf.math.is_finite(metrics["loss"])
+        else:  # the norm is global (all-reduced): every replica decides alike
+            finite = tf.math.is_finite(metrics["loss"]) & tf.math.is_finite(norm)
         metrics["grad_norm"] = norm / context.num_replicas_in_sync if replicated else norm
+        metrics["finite"] = tf.cast(finite, tf.float32)  # 1: applied, 0: skipped
+        return gradients, metrics
+
+    def replica_step(ids):
+        gradients, metrics = replica_gradients(ids)
+        if scaling:
+            optimizer.apply(gradients, variables)
+        else:
+            def apply():
+                optimizer.apply(gradients, variables)
+                return tf.constant(True)
+
+            tf.cond(metrics["finite"] > 0, apply, lambda: tf.constant(False))
         return metrics
 
     if strategy.num_replicas_in_sync == 1:
@@ -92,16 +113,34 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
         return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
 
-    compiled_replica_step = tf.function(replica_step, jit_compile=config.jit_compile or None)
+    # Several replicas: the optimizer's cross-replica update cannot sit inside a tf.cond in the
+    # replica function, so the skip is decided between two compiled calls (the loop reads the
+    # metrics after every step anyway). The counters advance only after the whole step.
+    compiled_gradients = tf.function(replica_gradients, jit_compile=config.jit_compile or None)
 
     @tf.function
-    def distributed_step(ids):
-        per_replica = strategy.run(compiled_replica_step, args=(ids,))
+    def distributed_gradients(ids):
+        gradients, per_replica = strategy.run(compiled_gradients, args=(ids,))
         metrics = {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
         metrics["kl_weight"] = metrics["kl_weight"] / strategy.num_replicas_in_sync
-        metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
+        metrics["finite"] = metrics["finite"] / strategy.num_replicas_in_sync
+        return gradients, metrics
+
+    @tf.function
+    def distributed_apply(gradients):
+        strategy.run(lambda grads: optimizer.apply(grads, variables), args=(gradients,))
+
+    @tf.function
+    def advance():
         counters["step"].assign_add(1)
         counters["batch"].assign_add(1)
+        return tf.cast(optimizer.learning_rate, tf.float32)
+
+    def distributed_step(ids):
+        gradients, metrics = distributed_gradients(ids)
+        if scaling or float(metrics["finite"]) >= 1.0:
+            distributed_apply(gradients)
+        metrics["learning_rate"] = advance()
         return metrics
 
     return distributed_step
@@ -207,6 +246,12 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
     if isinstance(strategy, str):
         strategy = distribute_lib.make_strategy(strategy)
     run_dir = os.fspath(run_dir)
+    has_run = os.path.exists(os.path.join(run_dir, "run.json"))
+    if resume and not has_run:  # killed before it wrote its run files, or never started
+        if distribute_lib.is_chief(strategy):
+            print(f"seqvae: nothing to resume in {run_dir} yet (no run.json); starting the run",
+                  file=sys.stderr, flush=True)
+        resume = False
     if not distribute_lib.is_chief(strategy):
         # Other workers keep their own files (checkpoints included) in a temporary directory.
         import tempfile
@@ -218,15 +263,17 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
             shutil.rmtree(worker_dir)
             shutil.copytree(run_dir, worker_dir, ignore=shutil.ignore_patterns(".lock"))
         return _train_locked(config, worker_dir, data, resume, strict, strategy, chief=False)
-    has_run = os.path.exists(os.path.join(run_dir, "run.json"))
-    if resume and not has_run:
-        raise SeqvaeError(f"{run_dir}: nothing to resume (not a seqvae run directory)")
     if not resume and has_run:
         raise SeqvaeError(f"{run_dir}: already holds a run; add --resume to continue it "
                           "or choose another --out")
     os.makedirs(run_dir, exist_ok=True)
     with run_lib.RunLock(run_dir):
-        return _train_locked(config, run_dir, data, resume, strict, strategy, chief=True)
+        try:
+            return _train_locked(config, run_dir, data, resume, strict, strategy, chief=True)
+        except OSError as error:  # a full disk or a read-only run directory, mid-run
+            raise SeqvaeError(f"{error.filename or run_dir}: {error.strerror or error}; the "
+                              "checkpoints already written are intact: fix it and run the same "
+                              "command with --resume") from None
 
 
 def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool,
@@ -252,9 +299,19 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
                                          max_to_keep=tcfg.keep_checkpoints)
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
-    if resume and manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    restored = None
+    if resume:
+        restored = checkpoints_lib.restore_newest(checkpoint, manager.directory, model, what=run_dir)
+        if restored is None and chief:
+            print(f"seqvae: {run_dir} holds no checkpoint yet; starting from step 0",
+                  file=sys.stderr, flush=True)
         run_lib.truncate_metrics(metrics_path, int(counters["step"].numpy()))
+    saved_step = checkpoints_lib.checkpoint_step(restored) if restored else -1
+    skipped = sum(r.get("kind") == "skipped" for r in files.read_jsonl(metrics_path))
+    if restored is not None:
+        finished = _finished_reason(tcfg, counters, metrics_path)
+        if finished:
+            return _finish_again(run_dir, config, finished, counters, model, chief, started)
     planned = counters["planned"]
     if not tcfg.time_budget:  # a resumed run may train longer than first planned
         planned.assign(total_steps)
@@ -296,6 +353,12 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     if hasattr(signal, "SIGINT") and _in_main_thread():
         previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
     stop_reason, values, seen, train_time, steps_here = "epochs", {}, 0, 0.0, 0
+    streak = 0  # consecutive skipped (non-finite) steps
+
+    def save(step: int) -> None:
+        nonlocal saved_step
+        checkpoints_lib.save(manager, step, model.weights)  # every worker: collective save
+        saved_step = step
     try:
         while int(counters["epoch"].numpy()) < tcfg.epochs:
             epoch = int(counters["epoch"].numpy())
@@ -306,17 +369,27 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                 tick = time.monotonic()
                 out = train_step(ids)
                 values = {k: float(v) for k, v in out.items()}
+                finite = values.pop("finite") >= 1.0
                 train_time += time.monotonic() - tick
                 seen += rows
-                for name, tracker in trackers.items():
-                    tracker.update_state(values[name])
                 step = int(counters["step"].numpy())
+                if finite:
+                    streak = 0
+                    for name, tracker in trackers.items():
+                        tracker.update_state(values[name])
+                else:
+                    streak, skipped = streak + 1, skipped + 1
+                    if chief:
+                        files.append_jsonl(metrics_path, {
+                            "kind": "skipped", "step": step, "epoch": epoch, "consecutive": streak,
+                            "skipped_steps": skipped, **_json_safe(values)})
                 rate = seen / max(train_time, 1e-9)
                 if chief:
                     progress.update(step, epoch, values, rate)
                     if step % tcfg.log_every == 0:
                         record = {"kind": "step", "step": step, "epoch": epoch, "seq_per_s": rate,
-                                  "train_s": round(train_time, 2), **values}
+                                  "train_s": round(train_time, 2), "skipped_steps": skipped,
+                                  **_json_safe(values)}
                         files.append_jsonl(metrics_path, record)
                         with writer.as_default(step=step):
                             for key, value in values.items():
@@ -328,10 +401,12 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                 steps_here += 1
                 plateau = bool(tcfg.validate_every) and step % tcfg.validate_every == 0 and (
                     validate(epoch, "validation"))
-                if step % tcfg.checkpoint_every == 0:
-                    manager.save(checkpoint_number=step)  # every worker: collective save
+                if step % tcfg.checkpoint_every == 0 and not streak:  # unchanged since the streak
+                    save(step)
                 stop_reason = "plateau" if plateau else _stop_reason(tcfg, step, train_time,
                                                                      interrupted)
+                if streak >= tcfg.max_nonfinite_steps:
+                    stop_reason = "diverged"
                 if workers > 1:  # every worker must stop at the same step
                     stop_reason = _agree_on_stop(strategy, stop_reason)
                 if stop_reason:
@@ -341,7 +416,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             counters["epoch"].assign_add(1)
             counters["batch"].assign(0)
             plateau = not tcfg.validate_every and validate(epoch, "epoch")
-            manager.save(checkpoint_number=int(counters["step"].numpy()))
+            if not streak:
+                save(int(counters["step"].numpy()))
             if plateau:
                 stop_reason = "plateau"
                 break
@@ -357,19 +433,76 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         if previous_handler is not None:
             signal.signal(signal.SIGINT, previous_handler)
     step = int(counters["step"].numpy())
-    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
-        manager.save(checkpoint_number=step)
     writer.flush()
+    if stop_reason == "diverged":
+        latest = os.path.join(manager.directory, f"ckpt-{saved_step}") if saved_step >= 0 else None
+        raise SeqvaeError(
+            f"{run_dir}: training diverged: {streak} consecutive steps up to step {step} had a "
+            f"NaN or infinite loss or gradient (loss {values.get('loss')}) and were skipped; "
+            + (f"the last good checkpoint {latest} is intact" if latest else
+               "no checkpoint was written") + "; lower train.learning_rate (or set "
+            "train.clip_norm) and train into a new --out")
+    if saved_step != step:
+        save(step)
+    if chief:
+        files.append_jsonl(metrics_path, {"kind": "end", "step": step, "stop_reason": stop_reason,
+                                          "time_budget": tcfg.time_budget,
+                                          "skipped_steps": skipped})
     if chief and tcfg.export_at_end and stop_reason != "interrupted":
-        from seqvae.export import export
-
-        export(run_dir, os.path.join(run_dir, "saved_model"))
+        _export(run_dir)
     return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
             "stop_reason": stop_reason, "last": values, "train_seconds": train_time,
             "wall_seconds": time.monotonic() - started, "sequences_per_second": seen / max(train_time, 1e-9),
             "padding_fraction": source.padding_fraction(),
-            "skipped_invalid": source.skipped, "replicas": strategy.num_replicas_in_sync,
+            "skipped_invalid": source.skipped, "skipped_nonfinite": skipped,
+            "replicas": strategy.num_replicas_in_sync,
             "chief": chief, "weights_checksum": weights_checksum(model)}
+
+
+def _export(run_dir: str) -> None:
+    from seqvae.export import export
+
+    export(run_dir, os.path.join(run_dir, "saved_model"))
+
+
+def _finished_reason(config: TrainConfig, counters: dict, metrics_path: str) -> str:
+    """Why a restored run has nothing left to train under ``config`` ('' when it has): re-running
+    the command of a finished run must not train one more step."""
+    step = int(counters["step"].numpy())
+    if int(counters["epoch"].numpy()) >= config.epochs:
+        return "epochs"
+    if config.max_steps and step >= config.max_steps:
+        return "max_steps"
+    if config.patience and int(counters["bad_validations"].numpy()) >= config.patience:
+        return "plateau"
+    ends = [r for r in files.read_jsonl(metrics_path) if r.get("kind") == "end"]
+    if (config.time_budget and ends and ends[-1].get("step") == step
+            and ends[-1].get("stop_reason") == "time_budget"
+            and config.time_budget <= ends[-1].get("time_budget", 0)):
+        return "time_budget"  # a larger budget continues it
+    return ""
+
+
+def _finish_again(run_dir: str, config: Config, reason: str, counters: dict, model, chief: bool,
+                  started: float) -> dict:
+    """The summary of a run that had already finished (its export redone if it was lost)."""
+    step = int(counters["step"].numpy())
+    if chief:
+        print(f"seqvae: {run_dir} already finished at step {step} ({reason}); nothing to train",
+              file=sys.stderr, flush=True)
+        if config.train.export_at_end and not os.path.isdir(os.path.join(run_dir, "saved_model")):
+            _export(run_dir)
+    return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
+            "stop_reason": reason, "already_finished": True, "last": {}, "train_seconds": 0.0,
+            "wall_seconds": time.monotonic() - started, "sequences_per_second": 0.0,
+            "padding_fraction": None, "skipped_invalid": 0, "skipped_nonfinite": 0,
+            "replicas": 1, "chief": chief, "weights_checksum": weights_checksum(model)}
+
+
+def _json_safe(values: dict) -> dict:
+    """Metric values for a JSON line: NaN and infinities (invalid JSON) written as strings."""
+    return {k: str(v) if isinstance(v, float) and not np.isfinite(v) else v
+            for k, v in values.items()}
 
 
 def weights_checksum(model: keras.Model) -> str:
@@ -382,7 +515,7 @@ def weights_checksum(model: keras.Model) -> str:
     return digest.hexdigest()[:16]
 
 
-_STOP_REASONS = ("", "plateau", "max_steps", "time_budget", "interrupted")
+_STOP_REASONS = ("", "plateau", "max_steps", "time_budget", "interrupted", "diverged")
 
 
 def _replan(config: TrainConfig, step: int, steps_here: int, train_time: float,
@@ -447,7 +580,7 @@ def _validation_losses(validation_batches, eval_step) -> dict:
 
 def _log_record(record: dict, metrics_path: str, writer) -> None:
     """One metrics.jsonl line and its TensorBoard scalars."""
-    files.append_jsonl(metrics_path, record)
+    files.append_jsonl(metrics_path, _json_safe(record))
     with writer.as_default(step=record["step"]):
         for key, value in record.items():
             if key.startswith(("train_", "val_")):

@@ -153,28 +153,34 @@ def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
         run_dir: the run directory.
         checkpoint: a checkpoint prefix of this run (``RUN/checkpoints/ckpt-N``) to restore
             instead of the latest (a learning curve reads them all).
+
+    Without ``checkpoint`` the newest checkpoint that restores is used: a damaged one (truncated,
+    flipped bytes, missing files, NaN weights) is skipped with a one-line warning on stderr
+    (``seqvae.training.checkpoints.restore_newest``).
     """
     import tensorflow as tf
 
     from seqvae.model.vae import SequenceVAE
+    from seqvae.training.checkpoints import restore_newest
 
     run = read_run_files(run_dir)
     model = SequenceVAE(run.config.model, len(run.vocab), run.max_len).build_weights()
-    latest = checkpoint or tf.train.latest_checkpoint(checkpoint_dir(run.run_dir))
-    if latest is None:
-        raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")
     # Training checkpoints also hold every trainable variable under the optimizer
     # (optimizer/_trainable_variables/i); those written before the model named its GRU layers
     # as attributes hold the GRU weights only there. Restoring through both paths, the
     # assertion requires that every trainable variable was found.
     trained = tf.Module()
     trained._trainable_variables = list(model.trainable_variables)
-    try:
-        status = tf.train.Checkpoint(model=model, optimizer=trained).restore(latest).expect_partial()
-        status.assert_existing_objects_matched()
-    except (tf.errors.OpError, AssertionError, ValueError) as error:
-        raise SeqvaeError(f"{latest}: cannot restore the checkpoint "
-                          f"({str(error).strip().splitlines()[0][:200]})") from None
-
+    restorable = tf.train.Checkpoint(model=model, optimizer=trained)
+    if checkpoint is not None:  # this one exactly: no fallback
+        try:
+            status = restorable.restore(checkpoint).expect_partial()
+            status.assert_existing_objects_matched()
+        except (tf.errors.OpError, AssertionError, ValueError) as error:
+            raise SeqvaeError(f"{checkpoint}: cannot restore the checkpoint "
+                              f"({str(error).strip().splitlines()[0][:200]})") from None
+    elif restore_newest(restorable, checkpoint_dir(run.run_dir), model, partial=True,
+                        what=run.run_dir) is None:
+        raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")
     run.model = model
     return run

@@ -213,3 +213,74 @@ def test_moses_unknown_split():
 # --- splits and batches ------------------------------------------------------------------------
 
 
+
+
+# --- hostile files: every reader gives sequences or one line, never a traceback ----------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+FUZZ = settings(max_examples=100, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _read_or_refuse(path, **kwargs):
+    """read_sequences(path): Sequences of strings, or a SeqvaeError of one line naming the file."""
+    try:
+        sequences = sources.read_sequences(str(path), **kwargs)
+    except SeqvaeError as error:
+        message = str(error)
+        assert "\n" not in message and str(path) in message, message
+        return None
+    assert sequences.texts and all(isinstance(t, str) for t in sequences.texts)
+    assert len(sequences.line_numbers) == len(sequences.texts)
+    return sequences
+
+
+@FUZZ
+@given(content=st.binary(max_size=400),
+       suffix=st.sampled_from([".smi", ".txt", ".csv", ".tsv", ".npy", ".smi.gz", ".csv.gz"]))
+def test_random_bytes_in_any_format(tmp_path, content, suffix):
+    path = tmp_path / f"data{suffix}"
+    path.write_bytes(content)
+    _read_or_refuse(path)
+
+
+CELL = st.text(alphabet="CNO()=1c\"', \t;x", max_size=6)
+
+
+@FUZZ
+@given(header=st.lists(st.sampled_from(["SMILES", "smiles", "id", "", "SMILES "]), max_size=4),
+       rows=st.lists(st.lists(CELL, max_size=5), max_size=6),
+       delimiter=st.sampled_from([",", "\t"]), column=st.sampled_from(["SMILES", "id"]))
+def test_random_csv_and_tsv_shapes(tmp_path, header, rows, delimiter, column):
+    suffix = ".csv" if delimiter == "," else ".tsv"
+    lines = [delimiter.join(header)] + [delimiter.join(row) for row in rows]
+    path = tmp_path / f"table{suffix}"
+    path.write_text("\n".join(lines) + "\n")
+    _read_or_refuse(path, column=column)
+
+
+@FUZZ
+@given(array=hnp.arrays(
+    dtype=st.one_of(hnp.integer_dtypes(), hnp.unsigned_integer_dtypes(), hnp.floating_dtypes(),
+                    hnp.boolean_dtypes(), hnp.complex_number_dtypes(),
+                    hnp.unicode_string_dtypes(max_len=3), hnp.datetime64_dtypes()),
+    shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)))
+def test_random_npy_dtypes_and_shapes(tmp_path, array):
+    path = tmp_path / "data.npy"
+    np.save(path, array)
+    _read_or_refuse(path)
+
+
+@FUZZ
+@given(lines=st.lists(st.text(alphabet="CNOc1()=#", min_size=1, max_size=30), min_size=1,
+                      max_size=40),
+       keep=st.floats(0.0, 0.99), suffix=st.sampled_from([".smi.gz", ".csv.gz"]))
+def test_gzip_that_ends_early(tmp_path, lines, keep, suffix):
+    text = ("SMILES\n" if suffix == ".csv.gz" else "") + "\n".join(lines) + "\n"
+    whole = gzip.compress(text.encode())
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(whole[:max(1, int(len(whole) * keep))])
+    _read_or_refuse(path)

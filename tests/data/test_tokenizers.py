@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqvae.data.tokenizers import (SMILES_PATTERN, CharTokenizer, SelfiesTokenizer,
@@ -180,3 +180,22 @@ def test_smiles_round_trips_all_of_moses_train():
     assert seen == MOSES_TRAIN_TOKENS
     # None of them came from the single-character fallback.
     assert all(re.fullmatch(SMILES_PATTERN, token) for token in seen)
+
+
+# --- hostile text: every tokenizer round-trips or refuses in one line --------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["smiles", "selfies", "char", "word"]),
+       text=st.one_of(st.text(), st.text(alphabet="[]().=#CcNO1%\\/@+-H \t\n"),
+                      st.binary(max_size=64).map(lambda b: b.decode("latin-1"))))
+def test_every_tokenizer_round_trips_or_refuses_any_string(name, text):
+    tokenizer = get_tokenizer(name)
+    try:
+        tokens = tokenizer.tokenize(text)
+    except SeqvaeError as error:
+        assert name == "selfies" and "\n" not in str(error)  # only SELFIES refuses text
+        return
+    assert all(isinstance(t, str) and t for t in tokens)
+    expected = " ".join(text.split()) if name == "word" else text  # words: whitespace normalised
+    assert tokenizer.detokenize(tokens) == expected

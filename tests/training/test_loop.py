@@ -4,10 +4,14 @@ import dataclasses
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+
+import contextlib
+import io
 
 import numpy as np
 import pytest
@@ -232,3 +236,240 @@ def test_grammar_softmax_trains_and_only_lowers_the_loss(tmp_path, smiles):
 
     # Its distribution is the masked one: decoding keeps the mask even when asked without it.
     assert inference.sample(run, 5, grammar=False) == inference.sample(run, 5, grammar=True)
+
+
+# --- faults: preemption, divergence ------------------------------------------------------------
+
+PREEMPTED = ["--max-steps", "120", "--set", "model.encoder_units=8", "--set", "model.decoder_units=8",
+             "--set", "model.decoder_layers=1", "--set", "model.latent_dim=4",
+             "--set", "train.batch_size=4", "--set", "train.checkpoint_every=3",
+             "--set", "train.log_every=3", "--set", "train.export_at_end=false",
+             "--set", "train.word_dropout=0.1"]
+
+
+def _kill_when(process, ready, timeout: float) -> bool:
+    """SIGKILLs ``process`` as soon as ``ready()`` holds (polled every ms); False when the
+    process ended first."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline and not ready():
+        time.sleep(0.001)
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return True
+
+
+@pytest.mark.slow
+def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp_path):
+    """Ten or more SIGKILLs at random moments (during the imports, before the first checkpoint,
+    during a checkpoint write, just after one, anywhere), each followed by the launch command
+    itself (``--resume`` included): the final weights equal an uninterrupted run's bit for bit."""
+    import random
+
+    started = time.monotonic()
+    data = tmp_path / "data.smi"
+    data.write_text("\n".join(SMILES * 3) + "\n")
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    command = [sys.executable, "-m", "seqvae", "train", str(data), *PREEMPTED, "--resume", "--out"]
+    from seqvae.cli import main  # the uninterrupted run: the same command, in this process
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(command[3:] + [str(straight)]) == 0
+    checkpoints = killed / "checkpoints"
+
+    def temporary() -> dict:  # TensorFlow's files of a checkpoint being written
+        if not checkpoints.is_dir():
+            return {}
+        found = {}
+        for path in list(checkpoints.iterdir()):
+            if "_temp" in path.name or "tempstate" in path.name:
+                with contextlib.suppress(OSError):
+                    found[path.name] = path.stat().st_mtime_ns
+        return found
+
+    def writing(before: dict):  # a checkpoint write begun since (not one a kill left behind)
+        return lambda: any(before.get(name) != mtime for name, mtime in temporary().items())
+
+    def index_changed(before):
+        index = checkpoints / "checkpoint"
+        return lambda: index.exists() and index.stat().st_mtime_ns != before
+
+    rng = random.Random(15)
+    kills, moments = 0, []
+    plan = ["imports", "before first checkpoint"] + ["checkpoint write", "after checkpoint",
+                                                      "random", "checkpoint write"] * 3
+    index = checkpoints / "checkpoint"
+    while kills < 10:
+        moment = plan[kills]
+        process = subprocess.Popen(command + [str(killed)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        if moment == "imports":
+            ready = (lambda t=time.monotonic() + 0.5: time.monotonic() > t)
+        elif moment == "before first checkpoint":
+            ready = (killed / "run.json").exists
+        elif moment == "checkpoint write":
+            ready = writing(temporary())
+        elif moment == "after checkpoint":
+            ready = index_changed(index.stat().st_mtime_ns if index.exists() else None)
+        else:  # anywhere in training: a random time after the run files exist
+            def ready(files=killed / "run.json", delay=rng.uniform(0.0, 1.5), seen=[]):
+                if not seen and files.exists():
+                    seen.append(time.monotonic())
+                return bool(seen) and time.monotonic() > seen[0] + delay
+        if _kill_when(process, ready, timeout=30):
+            kills += 1
+            latest = tf.train.latest_checkpoint(str(checkpoints)) if index.exists() else None
+            moments.append(f"{moment} -> {os.path.basename(latest or 'none')}")
+        else:
+            assert process.returncode == 0, process.stderr.read().decode()[-2000:]
+            break  # finished before this kill: the run is complete
+        if moment == "before first checkpoint":
+            assert not index.exists(), "a checkpoint was written before the kill"
+    assert kills >= 10, f"the run finished after only {kills} kills ({moments})"
+    done = subprocess.run(command + [str(killed)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for a, b in zip(_weights(str(straight)), _weights(str(killed))):
+        np.testing.assert_array_equal(a, b)
+    steps = [r["step"] for r in read_jsonl(str(killed / "metrics.jsonl")) if r["kind"] == "step"]
+    assert steps == list(range(3, 121, 3))  # every redone step logged once
+    print(f"{kills} kills ({', '.join(moments)}) in {time.monotonic() - started:.0f}s")
+
+
+def _strict_records(run_dir):
+    """metrics.jsonl parsed as strict JSON (NaN or Infinity would raise)."""
+    def refuse(token):
+        raise AssertionError(f"non-JSON number {token} in metrics.jsonl")
+
+    with open(os.path.join(run_dir, "metrics.jsonl")) as handle:
+        return [json.loads(line, parse_constant=refuse) for line in handle]
+
+
+def test_a_non_finite_step_changes_no_weight_and_no_optimizer_state():
+    from seqvae.training.loop import make_train_step
+
+    config = tiny_config()
+    model, optimizer, counters = build_training(config, 10, 12, 100)
+    ids = tf.constant(doctor.example_batch(12, 10))
+    poisoned = tf.where(ids > 5, ids, 0)  # a finite batch, then NaN weights poison the loss
+    state = lambda: [v.numpy().copy() for v in model.weights + optimizer.variables]  # noqa: E731
+    step = make_train_step(model, optimizer, config.train, 100, counters)
+    assert float(step(ids)["finite"]) == 1.0
+    before = state()
+    embedding = model.trainable_variables[0]
+    saved = embedding.numpy()
+    embedding.assign(np.full_like(saved, np.nan))
+    out = step(poisoned)
+    embedding.assign(saved)
+    assert float(out["finite"]) == 0.0 and not np.isfinite(float(out["loss"]))
+    for a, b in zip(before, state()):
+        np.testing.assert_array_equal(a, b)
+    assert int(counters["step"].numpy()) == 2  # the data order moves on
+
+
+def _nan_at(steps):
+    """compute_losses whose loss is NaN at the given 1-based steps (the step being taken)."""
+    from seqvae.training import loop
+
+    original = loop.compute_losses
+
+    def poisoned(model, ids, step, *args, **kwargs):
+        out = dict(original(model, ids, step, *args, **kwargs))
+        bad = tf.reduce_any(tf.equal(step + 1, tf.constant(steps, tf.int64)))
+        out["loss"] = tf.where(bad, tf.constant(float("nan")), out["loss"])
+        return out
+
+    return poisoned
+
+
+def test_nan_steps_are_skipped_counted_and_training_goes_on(tmp_path, smiles, monkeypatch):
+    from seqvae.training import loop
+
+    monkeypatch.setattr(loop, "compute_losses", _nan_at([3, 4]))
+    run_dir = str(tmp_path / "run")
+    summary = train(_with_train(tiny_config(), max_steps=8, epochs=5), run_dir, smiles)
+    assert summary["steps"] == 8 and summary["skipped_nonfinite"] == 2
+    records = _strict_records(run_dir)
+    assert [(r["step"], r["consecutive"]) for r in records if r["kind"] == "skipped"] == [(3, 1), (4, 2)]
+    assert [r["skipped_steps"] for r in records if r["kind"] == "step"] == [0, 2, 2, 2]
+    assert all(np.isfinite(w).all() for w in _weights(run_dir))
+
+
+def test_consecutive_nan_steps_stop_the_run_at_the_last_good_checkpoint(tmp_path, smiles, monkeypatch):
+    from seqvae.training import loop
+
+    monkeypatch.setattr(loop, "compute_losses", _nan_at(list(range(6, 30))))
+    run_dir = str(tmp_path / "run")
+    config = _with_train(tiny_config(), max_steps=20, epochs=5, max_nonfinite_steps=3)
+    with pytest.raises(SeqvaeError) as caught:
+        train(config, run_dir, smiles)
+    message = str(caught.value)
+    assert "\n" not in message and "3 consecutive steps up to step 8" in message
+    # ckpt-5: the end of the first epoch (5 steps), the last before the NaN steps 6, 7, 8
+    assert os.path.join(run_dir, "checkpoints", "ckpt-5") + " is intact" in message
+    assert tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")).endswith("ckpt-5")
+    assert all(np.isfinite(w).all() for w in _weights(run_dir))  # loadable, finite
+
+
+def test_learning_rate_1e9_never_writes_nan(tmp_path, smiles):
+    run_dir = str(tmp_path / "run")
+    config = _with_train(tiny_config(), max_steps=30, epochs=50, learning_rate=1e9,
+                         checkpoint_every=1, max_nonfinite_steps=4)
+    with pytest.raises(SeqvaeError, match=r"training diverged: 4 consecutive steps up to step \d+"):
+        train(config, run_dir, smiles)
+    skipped = [r for r in _strict_records(run_dir) if r["kind"] == "skipped"]
+    assert len(skipped) >= 4 and skipped[-1]["consecutive"] == 4
+    folder = os.path.join(run_dir, "checkpoints")
+    for prefix in glob.glob(os.path.join(folder, "ckpt-*.index")):
+        reader = tf.train.load_checkpoint(prefix[:-len(".index")])
+        for name in reader.get_variable_to_shape_map():
+            value = reader.get_tensor(name)
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                assert np.isfinite(value).all(), (prefix, name)
+
+
+# --- one command for every start ---------------------------------------------------------------
+
+
+def test_resume_starts_a_missing_run_then_leaves_it_finished(tmp_path, smiles, capsys):
+    run_dir = str(tmp_path / "run")
+    config = _with_train(tiny_config(), max_steps=6, epochs=5)
+    summary = train(config, run_dir, smiles, resume=True)
+    assert summary["steps"] == 6
+    assert "nothing to resume in" in capsys.readouterr().err
+    files = sorted(os.listdir(os.path.join(run_dir, "checkpoints")))
+    metrics = open(os.path.join(run_dir, "metrics.jsonl")).read()
+    again = train(config, run_dir, smiles, resume=True)
+    assert again["already_finished"] and again["steps"] == 6
+    assert again["weights_checksum"] == summary["weights_checksum"]
+    assert "already finished at step 6 (max_steps)" in capsys.readouterr().err
+    assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == files
+    assert open(os.path.join(run_dir, "metrics.jsonl")).read() == metrics
+    longer = train(_with_train(config, max_steps=8), run_dir, smiles, resume=True)
+    assert longer["steps"] == 8 and not longer.get("already_finished")
+    with pytest.raises(SeqvaeError, match="settings differ.*train.learning_rate"):
+        train(_with_train(config, learning_rate=0.5), run_dir, smiles, resume=True)
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it(tmp_path, smiles):
+    run_dir = str(tmp_path / "run")
+    config = _with_train(tiny_config(), max_steps=5, epochs=5)
+    straight = train(config, run_dir, smiles)["weights_checksum"]
+    shutil.rmtree(os.path.join(run_dir, "checkpoints"))  # as if killed before the first save
+    summary = train(config, run_dir, smiles, resume=True)
+    assert summary["steps"] == 5 and summary["weights_checksum"] == straight
+    steps = [r["step"] for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if r["kind"] == "step"]
+    assert steps == [2, 4]
+
+
+def test_a_run_that_used_its_time_budget_is_finished_unless_given_more(tmp_path, smiles, capsys):
+    run_dir = str(tmp_path / "run")
+    config = _with_train(tiny_config(), epochs=10**6, time_budget=0.3)
+    first = train(config, run_dir, smiles)
+    assert first["stop_reason"] == "time_budget"
+    again = train(config, run_dir, smiles, resume=True)
+    assert again["already_finished"] and again["steps"] == first["steps"]
+    assert f"already finished at step {first['steps']} (time_budget)" in capsys.readouterr().err
+    more = train(_with_train(config, time_budget=0.6), run_dir, smiles, resume=True)
+    assert more["steps"] > first["steps"]
