@@ -51,3 +51,11 @@ HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1
 def run(tmp_path_factory):
     """A tiny run trained for 20 steps on SMILES, once per test module."""
     return train_tiny_run(tmp_path_factory.mktemp("run"))
+
+
+# Reference statistics are cached on disk (seqvae.evaluation.reference_cache): tests fill a
+# throw-away folder, never the user's cache.
+if not os.environ.get("SEQVAE_CACHE_DIR"):
+    import tempfile  # noqa: E402
+
+    os.environ["SEQVAE_CACHE_DIR"] = tempfile.mkdtemp(prefix="seqvae-test-cache-")
