@@ -518,9 +518,32 @@ def _rates(rounds: list[dict], key: str = "molecules") -> list[float]:
     return [r[key] / r["seconds"] for r in rounds]
 
 
+def cpu_description() -> str:
+    """The CPU the figures come from: model name, family/model/stepping and the matrix features
+    that decide what bfloat16 can gain (AVX512-BF16, AMX), from /proc/cpuinfo."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        import platform
+
+        return f"{platform.processor() or platform.machine()} (no /proc/cpuinfo)"
+    flags = set(fields.get("flags", "").split())
+    features = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    return (f"{fields.get('model name', 'unknown')}, family {fields.get('cpu family', '?')} model "
+            f"{fields.get('model', '?')} stepping {fields.get('stepping', '?')}, "
+            f"{os.cpu_count()} logical cores, {' '.join(features) or 'no AVX2'}")
+
+
 def report(args, facts, setup, train, sample, peaks, memory) -> None:
     per_token = flops_per_token(MODEL, facts["vocab_size"])
     forward = sum(per_token.values())
+    print(f"\nCPU: {cpu_description()}")
     print(f"\nMOSES train: {facts['molecules']} of {facts['train_size']} molecules (seeded shuffle), "
           f"batch {args.batch_size}, {args.warmup} warm-up step(s), {args.rounds} rounds x "
           f"{args.steps} timed step(s), alternating; {args.samples} prior samples x "
@@ -596,6 +619,8 @@ def report(args, facts, setup, train, sample, peaks, memory) -> None:
     print(f"against {shipped}: train_fp32={medians['seqvae fp32'] / medians[shipped]:.3f} "
           f"sample={sampling['seqvae fp32'] / sampling[shipped]:.3f}")
     print(f"faster MOSES configuration: training {fast_train}, sampling {fast_sample}")
+    print(f"measured peaks on this CPU: {peak32:.1f} GFLOP/s float32, {peak16:.1f} GFLOP/s "
+          f"bfloat16 ({cpu_description()})")
     print(f"ratios: train_fp32={medians['seqvae fp32'] / medians[fast_train]:.3f} "
           f"train_bf16={bf16:.3f} sample={sampling['seqvae fp32'] / sampling[fast_sample]:.3f} "
           f"peak_fraction={achieved / peak32:.3f}")

@@ -156,18 +156,44 @@ def cmd_fit_prior(args) -> int:
 
 
 def cmd_encode(args) -> int:
-    import numpy as np
-
     from seqvae import inference
 
     run = _load(args.run_dir)
-    mean, log_var = inference.encode(run, args.data, strict=args.strict)
-    np.save(args.out, mean)
-    if args.log_var:
-        np.save(args.log_var, log_var)
-    print(f"wrote z means {mean.shape} to {args.out}" + (f", log variances to {args.log_var}" if args.log_var else ""),
-          file=sys.stderr)
+    result = inference.encode_to_file(run, args.data, args.out, args.log_var, strict=args.strict,
+                                      batch_size=args.batch_size, progress=_encode_progress())
+    if result["skipped"]:
+        shown = ", ".join(message.split(": ", 1)[0] for message in result["messages"])
+        print(f"seqvae: skipped {result['skipped']} invalid SMILES ({shown}"
+              f"{', ...' if result['skipped'] > len(result['messages']) else ''}); use --strict "
+              "to fail instead", file=sys.stderr)
+    print(f"wrote z means ({result['rows']}, {run.config.model.latent_dim}) to {args.out}"
+          + (f", log variances to {args.log_var}" if args.log_var else "")
+          + f" in {result['seconds']:.1f} s ({result['per_second']:.0f} mol/s)", file=sys.stderr)
     return 0
+
+
+def _encode_progress():
+    """A progress bar on a terminal, else a line per million sequences read."""
+    if sys.stderr.isatty():
+        import contextlib
+
+        import keras
+
+        bar = keras.utils.Progbar(None, stateful_metrics=("mol/s",), unit_name="line")
+
+        def show(read: int, total: int, rate: float) -> None:
+            bar.target = total
+            with contextlib.redirect_stdout(sys.stderr):  # Progbar writes to stdout
+                bar.update(read, [("mol/s", rate)], finalize=read >= total)
+        return show
+    state = {"next": 1_000_000}
+
+    def log(read: int, total: int, rate: float) -> None:
+        if read >= state["next"]:
+            state["next"] += 1_000_000
+            print(f"seqvae encode: {read}/{total} lines, {rate:.0f} mol/s", file=sys.stderr,
+                  flush=True)
+    return log
 
 
 def cmd_decode(args) -> int:
@@ -428,12 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "source)")
     p.add_argument("--limit", type=int, default=50_000, help="first N sequences (0: all)")
 
-    p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim)")
+    p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim), "
+                "streaming any number of lines")
     p.add_argument("run_dir")
     p.add_argument("data")
     p.add_argument("--out", required=True, help=".npy file for the means")
     p.add_argument("--log-var", help=".npy file for the log variances")
     p.add_argument("--strict", action="store_true")
+    p.add_argument("--batch-size", type=int, default=1000,
+                   help="sequences per encoder call (input is streamed; default 1000)")
 
     p = command("decode", cmd_decode, "decode latent vectors from a .npy file")
     p.add_argument("run_dir")

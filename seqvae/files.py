@@ -66,3 +66,63 @@ def read_jsonl(path: str) -> list[dict]:
             except ValueError:
                 continue
     return records
+
+
+class NpyRowWriter:
+    """Writes a 2-D ``.npy`` file row block by row block, never holding it in memory.
+
+    The header is written first with room for any row count and rewritten with the real count
+    when the block ends; the file goes through ``atomic_path``, so an interrupted run leaves no
+    ``.npy`` behind. Use as ``with NpyRowWriter(path, columns) as out: out.write(rows)``.
+    """
+
+    _PLACEHOLDER_ROWS = 10**15  # the header keeps room for this many digits
+
+    def __init__(self, path: str, columns: int, dtype=None):
+        import numpy as np
+
+        self.path, self.columns, self.rows = path, columns, 0
+        self.dtype = np.dtype(dtype or np.float32)
+        self._atomic = atomic_path(path, suffix=".npy")
+        self._handle = None
+
+    def _header(self, rows: int) -> bytes:
+        import io
+
+        import numpy as np
+
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(
+            self.dtype), "fortran_order": False, "shape": (rows, self.columns)})
+        return header.getvalue()
+
+    def __enter__(self) -> "NpyRowWriter":
+        tmp = self._atomic.__enter__()
+        self._handle = open(tmp, "wb")
+        self._header_size = len(self._header(self._PLACEHOLDER_ROWS))
+        self._handle.write(self._header(self._PLACEHOLDER_ROWS))
+        return self
+
+    def write(self, rows) -> None:
+        """Appends ``rows`` ``(n, columns)``, converted to the file's dtype."""
+        import numpy as np
+
+        rows = np.ascontiguousarray(rows, self.dtype)
+        if rows.ndim != 2 or rows.shape[1] != self.columns:
+            raise ValueError(f"expected rows of shape (n, {self.columns}), got {rows.shape}")
+        self._handle.write(rows.tobytes())
+        self.rows += len(rows)
+
+    def __exit__(self, kind, error, trace) -> bool:
+        try:
+            if kind is None:
+                header = self._header(self.rows)
+                # same length as the placeholder: the dict padded with spaces before its newline
+                header = header[:10] + header[10:-1].ljust(self._header_size - 11) + b"\n"
+                header = header[:8] + (self._header_size - 10).to_bytes(2, "little") + header[10:]
+                self._handle.seek(0)
+                self._handle.write(header)
+            self._handle.close()
+        finally:
+            self._atomic.__exit__(kind, error, trace)
+        return False

@@ -8,6 +8,7 @@ molecule run, SELFIES runs included.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Callable
@@ -140,6 +141,75 @@ def encode_batches(run: Run, ids: np.ndarray, batch_size: int = 1000):
 def encode(run: Run, data, strict: bool = False, batch_size: int = 1000):
     """Encodes sequences -> ``(z_mean, z_log_var)``, float32 ``(N, latent_dim)`` in input order."""
     return encode_batches(run, encode_ids(run, data, strict).ids, batch_size)
+
+
+def encode_to_file(run: Run, data, out: str, log_var_out: str | None = None, *,
+                   strict: bool = False, batch_size: int = 1000, chunk_size: int = 50_000,
+                   progress: Callable[[int, int, float], None] | None = None) -> dict:
+    """Encodes any number of sequences into ``.npy`` files of means (and log variances), streaming.
+
+    ``data`` is read ``chunk_size`` sequences at a time (``sources.iter_sequences``); each chunk is
+    encoded in batches of sequences of similar length, each batch cut to its longest sequence (an
+    encoder reads up to the first ``<pad>``, so this changes no value), and its rows are appended
+    to the files in input order (``files.NpyRowWriter``). Memory holds one chunk, whatever the
+    input's size. Rows left out as in ``encode_ids`` (invalid SMILES; ``strict``: an error).
+
+    Args:
+      run: the loaded run.
+      data: path, ``moses:SPLIT`` or list, as ``sources.read_sequences``.
+      out: ``.npy`` path for the means, float32 ``(N, latent_dim)``.
+      log_var_out: ``.npy`` path for the log variances, or None.
+      progress: called after each chunk with (sequences read, an upper bound of the total, rows
+        encoded per second so far).
+
+    Returns:
+      ``{"rows", "skipped", "seconds", "per_second", "messages"}``; messages: the first five
+      rows left out.
+    """
+    from seqvae.files import NpyRowWriter
+
+    latent = run.config.model.latent_dim
+    encoder = tf.function(lambda batch: run.model.encoder(batch, training=False),
+                          reduce_retracing=True)
+    total = sources.count_records(data, run.config.data.column)
+    read, skipped, messages, started = 0, 0, [], time.monotonic()
+    with contextlib.ExitStack() as stack:
+        writers = [stack.enter_context(NpyRowWriter(path, latent))
+                   for path in (out, log_var_out) if path]
+        for seqs in sources.iter_sequences(data, run.config.data.column, chunk_size):
+            encoded = encode_texts(run.codec, seqs.texts, on_error="raise" if strict else "skip_invalid",
+                                   source=seqs.source, line_numbers=seqs.line_numbers,
+                                   check_molecules=not seqs.source.startswith("moses:"))
+            results = _encode_by_length(encoder, encoded.ids, encoded.lengths, batch_size, latent)
+            for writer, values in zip(writers, results):
+                writer.write(values)
+            read += len(seqs.texts)
+            skipped += len(encoded.problems)
+            messages.extend(encoded.messages[:5 - len(messages)])
+            if progress is not None:
+                rate = writers[0].rows / max(time.monotonic() - started, 1e-9)
+                progress(read, max(total, read), rate)
+        rows = writers[0].rows
+        if not rows:
+            raise SeqvaeError(f"{data}: nothing to encode (no line can be encoded by this run)")
+    seconds = time.monotonic() - started
+    return {"rows": rows, "skipped": skipped, "seconds": seconds,
+            "per_second": rows / max(seconds, 1e-9), "messages": messages}
+
+
+def _encode_by_length(encoder, ids: np.ndarray, lengths: np.ndarray, batch_size: int,
+                      latent_dim: int):
+    """``(z_mean, z_log_var)`` float32 ``(N, L)`` of ``ids (N, T)``, in input order, computed on
+    batches of similar length cut to their longest row."""
+    order = np.argsort(lengths, kind="stable")
+    means = np.empty((len(ids), latent_dim), np.float32)
+    log_vars = np.empty_like(means)
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        longest = int(lengths[rows].max())
+        mean, log_var = encoder(tf.constant(ids[rows, :longest]))
+        means[rows], log_vars[rows] = mean.numpy(), log_var.numpy()
+    return means, log_vars
 
 
 def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bool = False,

@@ -68,3 +68,11 @@ def file_size_limit(size: int):
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)
+
+
+# Reference statistics are cached on disk (seqvae.evaluation.reference_cache): tests fill a
+# throw-away folder, never the user's cache.
+if not os.environ.get("SEQVAE_CACHE_DIR"):
+    import tempfile  # noqa: E402
+
+    os.environ["SEQVAE_CACHE_DIR"] = tempfile.mkdtemp(prefix="seqvae-test-cache-")

@@ -80,3 +80,38 @@ def test_beam_search_decodes_every_row_and_ranks_by_likelihood(run):
     assert inference.decode(run, z, beam_width=1) == inference.decode(run, z)  # width 1: greedy
     result = inference.reconstruct(run, SMILES[:8], num_samples=0, beam_width=3)
     assert result["decoding"] == "beam 3" and 0.0 <= result["exact_match_mean_z"] <= 1.0
+
+
+def test_encode_to_file_streams_the_same_values_as_encode(run, tmp_path):
+    # 3 chunks of 16 lines, batches of 5 sorted by length: every row must land where encode puts it
+    texts = SMILES + ["xx", "C1CC"] + SMILES[:6]
+    data = tmp_path / "in.smi"
+    data.write_text("# a comment\n" + "\n".join(texts) + "\n")
+    means, log_vars = inference.encode(run, str(data))
+    seen = []
+    result = inference.encode_to_file(run, str(data), str(tmp_path / "z.npy"),
+                                      str(tmp_path / "lv.npy"), batch_size=5, chunk_size=16,
+                                      progress=lambda read, total, rate: seen.append((read, total)))
+    assert result["rows"] == len(texts) - 2 and result["skipped"] == 2
+    assert result["messages"][0].startswith(f"{data}:42: invalid SMILES")
+    streamed = np.load(tmp_path / "z.npy", allow_pickle=False)
+    assert streamed.shape == means.shape and streamed.dtype == np.float32
+    np.testing.assert_allclose(streamed, means, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "lv.npy"), log_vars, rtol=1e-5, atol=1e-6)
+    assert [read for read, _ in seen] == [16, 32, 48]
+    assert all(total == len(texts) + 1 for _, total in seen)  # lines: an upper bound
+
+
+def test_encode_to_file_strict_and_nothing_to_encode(run, tmp_path):
+    import pytest
+
+    from seqvae.errors import SeqvaeError
+
+    data = tmp_path / "bad.smi"
+    data.write_text("CCO\nxx\n")
+    with pytest.raises(SeqvaeError, match=r"bad\.smi:2: invalid SMILES"):
+        inference.encode_to_file(run, str(data), str(tmp_path / "z.npy"), strict=True)
+    data.write_text("xx\nC1CC\n")
+    with pytest.raises(SeqvaeError, match="nothing to encode"):
+        inference.encode_to_file(run, str(data), str(tmp_path / "z.npy"))
+    assert not list(tmp_path.glob("*.npy")) and not list(tmp_path.glob(".tmp-*"))

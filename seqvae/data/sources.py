@@ -12,6 +12,7 @@ import csv
 import gzip
 import io
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,27 +111,45 @@ def _decode_error(path: str) -> SeqvaeError:
 
 def _read_lines(path: str, limit: int) -> Sequences:
     texts, numbers = [], []
+    for number, text in _line_records(path):
+        texts.append(text)
+        numbers.append(number)
+        if limit and len(texts) >= limit:
+            break
+    if not texts:
+        raise SeqvaeError(f"{path}: no sequences found (the file holds only blank or comment lines)")
+    return Sequences(texts, numbers, path)
+
+
+def _line_records(path: str) -> Iterator[tuple[int, str]]:
+    """``(line number, first field)`` of each line that is not blank or a ``#`` comment."""
     with _open_text(path) as handle:
         try:
             for number, line in enumerate(handle, start=1):
                 fields = line.split()
                 if not fields or fields[0].startswith("#"):
                     continue
-                texts.append(fields[0])
-                numbers.append(number)
-                if limit and len(texts) >= limit:
-                    break
+                yield number, fields[0]
         except UnicodeDecodeError:
             raise _decode_error(path) from None
         except (OSError, EOFError) as error:
             raise SeqvaeError(f"{path}: cannot read ({error})") from None
-    if not texts:
-        raise SeqvaeError(f"{path}: no sequences found (the file holds only blank or comment lines)")
-    return Sequences(texts, numbers, path)
 
 
 def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences:
     texts, numbers = [], []
+    for number, text in _table_records(path, column, delimiter):
+        texts.append(text)
+        numbers.append(number)
+        if limit and len(texts) >= limit:
+            break
+    if not texts:
+        raise SeqvaeError(f"{path}: no sequences in column '{column}'")
+    return Sequences(texts, numbers, path)
+
+
+def _table_records(path: str, column: str, delimiter: str) -> Iterator[tuple[int, str]]:
+    """``(file line where the record starts, stripped value)`` of each non-empty ``column`` cell."""
     with _open_text(path) as handle:
         try:
             reader = csv.reader(handle, delimiter=delimiter)
@@ -147,19 +166,13 @@ def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences
                 line, start = start, reader.line_num + 1  # a quoted field may span lines
                 if len(row) <= index or not row[index].strip():
                     continue
-                texts.append(row[index].strip())
-                numbers.append(line)
-                if limit and len(texts) >= limit:
-                    break
+                yield line, row[index].strip()
         except UnicodeDecodeError:
             raise _decode_error(path) from None
         except csv.Error as error:
             raise SeqvaeError(f"{path}:{reader.line_num}: malformed {('CSV', 'TSV')[delimiter == chr(9)]} ({error})") from None
         except (OSError, EOFError) as error:
             raise SeqvaeError(f"{path}: cannot read ({error})") from None
-    if not texts:
-        raise SeqvaeError(f"{path}: no sequences in column '{column}'")
-    return Sequences(texts, numbers, path)
 
 
 def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
@@ -191,3 +204,76 @@ def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
     return Sequences(texts, list(range(1, len(texts) + 1)), source, one_hot_classes=classes)
 
 
+
+
+# --- streaming: sources too big to hold as one list ----------------------------------------------
+
+
+def iter_sequences(source, column: str = "SMILES", chunk_size: int = 50_000) -> Iterator[Sequences]:
+    """``read_sequences`` in chunks of at most ``chunk_size`` texts, in order.
+
+    Text and table files and the MOSES splits are read as they are consumed, so memory holds one
+    chunk whatever the file's size; lists and arrays (already in memory) are sliced.
+
+    Raises:
+      SeqvaeError: as ``read_sequences``, when the chunk holding the problem is reached.
+    """
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    records = _records(source, column)
+    if records is None:  # lists, arrays and .npy files
+        whole = read_sequences(source, column)
+        for start in range(0, len(whole.texts), chunk_size):
+            yield Sequences(whole.texts[start:start + chunk_size],
+                            whole.line_numbers[start:start + chunk_size], whole.source,
+                            whole.one_hot_classes)
+        return
+    name, records = records
+    texts, numbers, found = [], [], False
+    for number, text in records:
+        texts.append(text)
+        numbers.append(number)
+        if len(texts) == chunk_size:
+            yield Sequences(texts, numbers, name)
+            texts, numbers, found = [], [], True
+    if texts:
+        yield Sequences(texts, numbers, name)
+    elif not found:
+        raise SeqvaeError(f"{name}: no sequences found")
+
+
+def count_records(source, column: str = "SMILES") -> int:
+    """An upper bound of the sequences in ``source`` (its lines), found by a fast pass over bytes;
+    exact for lists and arrays."""
+    records = _records(source, column)
+    if records is None:
+        return len(read_sequences(source, column).texts)
+    path = moses_split_file(source.split(":", 1)[1]) if str(source).startswith("moses:") else (
+        os.fspath(source))
+    lines, last = 0, b"\n"
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as raw:
+        for block in iter(lambda: raw.read(1 << 20), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+def _records(source, column: str) -> tuple[str, Iterator[tuple[int, str]]] | None:
+    """(source name, ``(line, text)`` iterator) for sources that can be streamed, else None."""
+    if isinstance(source, (np.ndarray, list, tuple)):
+        return None
+    source = os.fspath(source)
+    if source.startswith("moses:"):
+        return source, _table_records(moses_split_file(source.split(":", 1)[1]), "SMILES", ",")
+    if not os.path.exists(source):
+        raise SeqvaeError(f"{source}: no such file")
+    if os.path.isdir(source):
+        raise SeqvaeError(f"{source}: is a directory, expected a data file")
+    if os.path.getsize(source) == 0:
+        raise SeqvaeError(f"{source}: the file is empty")
+    name = source[:-3] if source.endswith(".gz") else source
+    if name.endswith(".npy"):
+        return None
+    if name.endswith((".csv", ".tsv")):
+        return source, _table_records(source, column, "\t" if name.endswith(".tsv") else ",")
+    return source, _line_records(source)

@@ -51,7 +51,7 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
                         progress, notes: list[str]) -> dict:
     """``moses_metrics`` with None for (and a note on) the metrics whose reference is missing.
 
-    ``"default"`` references are MOSES's own splits (statistics cached per process).
+    ``"default"`` references are MOSES's own splits (statistics from the user cache).
     """
     missing = [name for name, ref in (("Test", test), ("TestSF", test_scaffolds)) if ref is None]
     no_bits = np.zeros((0, moses_metrics.FINGERPRINT_BITS // 8), np.uint8)
@@ -74,6 +74,10 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
                 values[f"{metric}/{name}"] = None
             notes.append(f"FCD/{name}, SNN/{name}, Frag/{name}, Scaf/{name} not computed: "
                          f"no {argument} set given")
+    if "Test" in missing:
+        values.update(dict.fromkeys(moses_metrics.PROPERTY_NAMES))
+        notes.append("logP, SA, QED, weight (Wasserstein distances to test) not computed: "
+                     "no test set given")
     if train is None:
         values["Novelty"] = None
         notes.append("Novelty not computed: no train set given")

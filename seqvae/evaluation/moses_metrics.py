@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import math
+import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -28,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seqvae.data.chemistry import canonical_smiles, remove_invalid, to_mol
-from seqvae.data.moses import moses_file
+from seqvae.data.moses import MOSES_HINT, moses_file
 from seqvae.data.sources import read_sequences
 from seqvae.errors import SeqvaeError
+from seqvae.evaluation import reference_cache
 
 if TYPE_CHECKING:
     from rdkit.Chem import Mol
@@ -182,6 +185,9 @@ def _cosine(ref_counts: dict, gen_counts: dict) -> float:
 
 # --- reference statistics -----------------------------------------------------------------------
 
+PROPERTY_NAMES = ("logP", "SA", "QED", "weight")  # MOSES's names, in get_all_metrics's order
+_PARALLEL_MIN = 20000  # molecules below which worker processes cost more than they save
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ReferenceStats:
@@ -196,17 +202,115 @@ class ReferenceStats:
     scaffolds: dict  # Bemis-Murcko scaffold SMILES (>= 2 rings) -> occurrences
     fcd_mean: np.ndarray | None = None  # (512,) mean ChemNet activation, None if not computed
     fcd_covariance: np.ndarray | None = None  # (512, 512) their covariance
+    properties: dict | None = None  # PROPERTY_NAMES -> (size,) float64 values, None if not computed
+
+
+def _property_functions() -> dict[str, Callable]:
+    from seqvae.data import chemistry
+
+    return {"logP": chemistry.logp, "SA": chemistry.sa_score, "QED": chemistry.qed,
+            "weight": chemistry.molecular_weight}
+
+
+def _reference_features(smiles: Sequence[str], base: bool, properties: bool,
+                        canonical: bool) -> dict:
+    """Everything ``reference_stats`` collects from one chunk of a reference set.
+
+    Runs in worker processes too, so it takes and returns only plain picklable values.
+    """
+    from rdkit import rdBase
+
+    features: dict[str, Any] = {}
+    with rdBase.BlockLogs():
+        mols = [m for m in map(to_mol, smiles) if m is not None]
+        if base:
+            features["fingerprints"] = _fingerprints(mols)
+            features["fragments"] = Counter(f for mol in mols for f in _fragments(mol))
+            features["scaffolds"] = Counter(s for s in map(_scaffold, mols) if s is not None)
+        if properties:
+            features["properties"] = {name: np.array([function(mol) for mol in mols], float)
+                                      for name, function in _property_functions().items()}
+        if canonical:
+            features["canonical"] = list(map(canonical_smiles, mols))
+    return features
+
+
+def _worker_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _map_chunks(smiles: list[str], report: Callable[[str], None], **parts: bool) -> list[dict]:
+    """``_reference_features`` over chunks of ``smiles``, on every core when the set is large.
+
+    Workers are spawned, not forked: the caller may hold TensorFlow's threads, which a fork would
+    copy in whatever state they are in.
+    """
+    workers = _worker_count() if len(smiles) >= _PARALLEL_MIN else 1
+    chunk = max(1000, min(20000, -(-len(smiles) // (workers * 4))))
+    chunks = [smiles[start:start + chunk] for start in range(0, len(smiles), chunk)] or [[]]
+    results, done = [], 0
+    if workers == 1:
+        pool = None
+        mapped = (_reference_features(c, **parts) for c in chunks)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        mapped = pool.map(functools.partial(_reference_features, **parts), chunks)
+    try:
+        for source, features in zip(chunks, mapped):
+            results.append(features)
+            done += len(source)
+            report(f"reference: {done}/{len(smiles)} molecules ({workers} processes)")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return results
+
+
+def _base_arrays(stats: ReferenceStats) -> dict[str, np.ndarray]:
+    arrays = {"fingerprints": stats.fingerprints}
+    for name in ("fragments", "scaffolds"):
+        counts = getattr(stats, name)
+        arrays[f"{name}_keys"] = reference_cache.pack_strings(list(counts))
+        arrays[f"{name}_counts"] = np.array(list(counts.values()), np.int64)
+    return arrays
+
+
+def _base_from_arrays(arrays: dict[str, np.ndarray]) -> ReferenceStats:
+    counts = {}
+    for name in ("fragments", "scaffolds"):
+        values = arrays[f"{name}_counts"]
+        keys = reference_cache.unpack_strings(arrays[f"{name}_keys"], len(values))
+        counts[name] = dict(zip(keys, values.tolist()))
+    bits = arrays["fingerprints"]
+    return ReferenceStats(len(bits), bits, counts["fragments"], counts["scaffolds"])
 
 
 def reference_stats(
-    ref: Sequence[str], *, include_fcd: bool = False, progress: Progress = None
+    ref: Sequence[str],
+    *,
+    include_fcd: bool = False,
+    include_properties: bool = False,
+    progress: Progress = None,
+    cache: bool = True,
 ) -> ReferenceStats:
-    """Precomputes fingerprints, fragment and scaffold counts (and ChemNet statistics) of ``ref``.
+    """Fingerprints, fragment and scaffold counts (and properties, ChemNet statistics) of ``ref``.
+
+    Computed on all cores for large sets and kept in the user cache (``reference_cache``), keyed by
+    ref's content and this code's version: a second call on the same set loads them in a second.
 
     Args:
-        ref: Reference SMILES, e.g. a MOSES test split (176k molecules: 1.5 minutes on one core).
+        ref: Reference SMILES, e.g. a MOSES test split (176k molecules: minutes on one core).
         include_fcd: Also compute the FCD statistics (needs the ``fcd`` extra).
+        include_properties: Also compute logP, SA, QED and weight of every molecule (for the
+            Wasserstein distances).
         progress: Called with a status line now and then.
+        cache: Read and fill the on-disk cache; False computes everything here and stores nothing.
 
     Returns:
         The statistics of ref's valid molecules, every molecule counted (duplicates included).
@@ -214,34 +318,97 @@ def reference_stats(
     Raises:
         MissingExtraError: ``include_fcd`` is set and fcd/torch are not installed.
     """
-    from rdkit import rdBase
-
     report = progress or (lambda line: None)
     ref = list(ref)
-    fingerprints, fragments, scaffolds, valid = [], Counter(), Counter(), []
-    block = 20000
-    with rdBase.BlockLogs():
-        for start in range(0, len(ref), block):
-            mols = [m for m in map(to_mol, ref[start : start + block]) if m is not None]
-            fingerprints.append(_fingerprints(mols))
-            for mol in mols:
-                fragments.update(_fragments(mol))
-            scaffolds.update(s for s in map(_scaffold, mols) if s is not None)
-            if include_fcd:
-                valid.extend(map(canonical_smiles, mols))
-            report(f"reference: {min(start + block, len(ref))}/{len(ref)} molecules")
-    fcd_mean = fcd_covariance = None
     if include_fcd:
+        _import_fcd()
+    if not cache:
+        return _compute_parts(ref, None, True, include_properties, include_fcd, report)
+    key = reference_cache.reference_key(ref)
+    stats = _load_cached(key)
+    if _complete(stats, include_properties, include_fcd):
+        report(f"reference: {len(ref)} molecules, statistics from the cache")
+        return stats
+    with reference_cache.fill_lock(key):
+        stats = _load_cached(key)  # another process may have filled it while we waited
+        if _complete(stats, include_properties, include_fcd):
+            return stats
+        wants_properties = include_properties and (stats is None or stats.properties is None)
+        wants_fcd = include_fcd and (stats is None or stats.fcd_mean is None)
+        filled = _compute_parts(ref, stats, stats is None, wants_properties, wants_fcd, report)
+        if stats is None:
+            reference_cache.save_part(key, "base", _base_arrays(filled))
+        if wants_properties:
+            reference_cache.save_part(key, "properties", filled.properties)
+        if wants_fcd:
+            reference_cache.save_part(key, "fcd", _fcd_arrays(filled))
+        return filled
+
+
+def _complete(stats: ReferenceStats | None, properties: bool, fcd: bool) -> bool:
+    return stats is not None and not (properties and stats.properties is None) and not (
+        fcd and stats.fcd_mean is None)
+
+
+def _load_cached(key: str) -> ReferenceStats | None:
+    base = reference_cache.load_part(key, "base")
+    if base is None:
+        return None
+    stats = _base_from_arrays(base)
+    properties = reference_cache.load_part(key, "properties")
+    if properties is not None and all(len(properties.get(n, ())) == stats.size
+                                      for n in PROPERTY_NAMES):
+        stats = dataclasses.replace(stats, properties={n: properties[n] for n in PROPERTY_NAMES})
+    fcd_arrays = reference_cache.load_part(key, "fcd")
+    if fcd_arrays is not None:
+        stats = _with_fcd(stats, fcd_arrays)
+    return stats
+
+
+def _fcd_arrays(stats: ReferenceStats) -> dict[str, np.ndarray]:
+    """The FCD part; empty arrays stand for "fewer than 2 molecules, no statistics"."""
+    if stats.fcd_mean is None:
+        return {"mean": np.zeros(0), "covariance": np.zeros((0, 0))}
+    return {"mean": stats.fcd_mean, "covariance": stats.fcd_covariance}
+
+
+def _with_fcd(stats: ReferenceStats, arrays: dict[str, np.ndarray]) -> ReferenceStats:
+    if "mean" not in arrays or "covariance" not in arrays:
+        return stats
+    if not arrays["mean"].size:  # fewer than 2 valid molecules: FCD is undefined
+        return stats
+    return dataclasses.replace(stats, fcd_mean=arrays["mean"], fcd_covariance=arrays["covariance"])
+
+
+def _compute_parts(ref: list[str], stats: ReferenceStats | None, base: bool, properties: bool,
+                   fcd: bool, report: Callable[[str], None]) -> ReferenceStats:
+    """``stats`` (None: nothing yet) completed with the parts asked for."""
+    if base or properties or fcd:
+        chunks = _map_chunks(ref, report, base=base, properties=properties, canonical=fcd)
+    if base:
+        bits = [c["fingerprints"] for c in chunks]
+        fragments, scaffolds = Counter(), Counter()
+        for c in chunks:
+            fragments.update(c["fragments"])
+            scaffolds.update(c["scaffolds"])
+        bits = np.concatenate(bits) if bits else np.zeros((0, FINGERPRINT_BITS // 8), np.uint8)
+        stats = ReferenceStats(len(bits), bits, dict(fragments), dict(scaffolds))
+    if properties:
+        values = {name: np.concatenate([c["properties"][name] for c in chunks])
+                  for name in PROPERTY_NAMES}
+        stats = dataclasses.replace(stats, properties=values)
+    if fcd:
         report("reference: ChemNet activations for FCD")
-        fcd_mean, fcd_covariance = _chemnet_statistics(valid)
-    bits = np.concatenate(fingerprints) if fingerprints else np.zeros((0, 128), np.uint8)
-    return ReferenceStats(
-        len(bits), bits, dict(fragments), dict(scaffolds), fcd_mean, fcd_covariance
-    )
+        mean, covariance = _chemnet_statistics([s for c in chunks for s in c["canonical"]])
+        stats = dataclasses.replace(stats, fcd_mean=mean, fcd_covariance=covariance)
+    return stats
 
 
-def _as_reference(ref: Sequence[str] | ReferenceStats) -> ReferenceStats:
-    return ref if isinstance(ref, ReferenceStats) else reference_stats(ref)
+def _as_reference(ref: Sequence[str] | ReferenceStats, include_properties: bool = False
+                  ) -> ReferenceStats:
+    if isinstance(ref, ReferenceStats):
+        return ref
+    return reference_stats(ref, include_properties=include_properties)
 
 
 # --- metrics ------------------------------------------------------------------------------------
@@ -447,22 +614,20 @@ def fcd(gen: Sequence[str], ref: Sequence[str] | ReferenceStats) -> float:
 
     ``||mu_g - mu_r||^2 + Tr(S_g + S_r - 2 (S_g S_r)^(1/2))`` over the canonical SMILES of the
     valid molecules (duplicates included), as MOSES computes with fcd_torch; nan with fewer than 2
-    molecules on either side. Needs the optional ``fcd`` package (and torch).
+    molecules on either side. Needs the optional ``fcd`` package (and torch). A list ``ref``
+    goes through ``reference_stats``, so its ChemNet statistics are computed once and cached.
 
     Raises:
         MissingExtraError: fcd or torch is not installed.
     """
     _import_fcd()
-    if isinstance(ref, ReferenceStats):
-        if ref.fcd_mean is None and ref.size >= 2:
-            raise SeqvaeError(
-                "these ReferenceStats have no FCD statistics; "
-                "build them with reference_stats(..., include_fcd=True)"
-            )
-        ref_statistics = ref.fcd_mean, ref.fcd_covariance
-    else:
-        ref_statistics = _chemnet_statistics(remove_invalid(ref))
-    return _frechet_distance(_chemnet_statistics(remove_invalid(gen)), ref_statistics)
+    if not isinstance(ref, ReferenceStats):
+        ref = reference_stats(ref, include_fcd=True)
+    if ref.fcd_mean is None and ref.size >= 2:
+        raise SeqvaeError("these ReferenceStats have no FCD statistics; "
+                          "build them with reference_stats(..., include_fcd=True)")
+    return _frechet_distance(_chemnet_statistics(remove_invalid(gen)),
+                             (ref.fcd_mean, ref.fcd_covariance))
 
 
 def _frechet_distance(gen_statistics: tuple, ref_statistics: tuple) -> float:
@@ -476,6 +641,74 @@ def _frechet_distance(gen_statistics: tuple, ref_statistics: tuple) -> float:
 
 
 # --- molecular properties -----------------------------------------------------------------------
+
+
+def wasserstein_1(
+    u_values: np.ndarray,
+    v_values: np.ndarray,
+    u_weights: np.ndarray | None = None,
+    v_weights: np.ndarray | None = None,
+) -> float:
+    """The Wasserstein-1 (earth mover's) distance between two weighted 1-D samples.
+
+    ``W1(U, V) = integral |F_U(x) - F_V(x)| dx`` over the real line, F being the empirical
+    distribution functions (weights default to 1 per value), which is what MOSES's
+    ``WassersteinMetric`` computes with ``scipy.stats.wasserstein_distance``; this is scipy's
+    algorithm, so weighting a value by its count gives the value of repeating it.
+
+    Args:
+        u_values: (N,) values of the first sample.
+        v_values: (M,) values of the second.
+        u_weights: (N,) non-negative weights of u_values, None for all ones.
+        v_weights: (M,) likewise for v_values.
+
+    Returns:
+        The distance (in the unit of the values); nan if either sample is empty.
+    """
+    u_values, v_values = np.asarray(u_values, float), np.asarray(v_values, float)
+    if not u_values.size or not v_values.size:
+        return math.nan
+    every = np.sort(np.concatenate([u_values, v_values]), kind="mergesort")  # (N + M,)
+    deltas = np.diff(every)
+    cdfs = []
+    for values, weights in ((u_values, u_weights), (v_values, v_weights)):
+        order = np.argsort(values)
+        below = values[order].searchsorted(every[:-1], "right")  # values <= each point
+        if weights is None:
+            cdfs.append(below / values.size)
+        else:
+            cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(weights, float)[order])])
+            cdfs.append(cumulative[below] / cumulative[-1])
+    return float(np.sum(np.abs(cdfs[0] - cdfs[1]) * deltas))
+
+
+def property_distance(gen: Sequence[str], ref: Sequence[str] | ReferenceStats, name: str) -> float:
+    """logP, SA, QED or weight: W1 between a property's values over gen and over ref.
+
+    ``name`` is one of ``PROPERTY_NAMES``: Wildman-Crippen logP, synthetic accessibility (Ertl),
+    QED, molecular weight (``seqvae.data.chemistry``), over the valid molecules of ``gen``
+    (duplicates included) and of ``ref``, compared with ``wasserstein_1``. MOSES reports these
+    four against its test split. nan if either has no valid molecule.
+    """
+    if name not in PROPERTY_NAMES:
+        raise SeqvaeError(f"unknown property {name!r} (choose {', '.join(PROPERTY_NAMES)})")
+    molecules = _distinct(gen)
+    return _property_distance(_gen_properties(molecules)[name], molecules,
+                              _as_reference(ref, include_properties=True), name)
+
+
+def _gen_properties(molecules: _Molecules) -> dict[str, np.ndarray]:
+    """PROPERTY_NAMES -> (U,) values of each distinct molecule."""
+    return {name: np.array([function(mol) for mol in molecules.mols], float)
+            for name, function in _property_functions().items()}
+
+
+def _property_distance(values: np.ndarray, molecules: _Molecules, ref: ReferenceStats,
+                       name: str) -> float:
+    if not molecules.mols or not ref.size:
+        return math.nan
+    return wasserstein_1(values, ref.properties[name], molecules.counts)
+
 
 
 # --- MOSES data files ---------------------------------------------------------------------------
@@ -500,23 +733,72 @@ def _filter_patterns() -> list:
 _DEFAULT_REFERENCES: dict = {}
 
 
-def _default_reference(split: str, include_fcd: bool, progress: Progress) -> ReferenceStats:
-    """Statistics of a MOSES split, computed once per process (they take 1.5 minutes).
+def _default_reference(split: str, include_fcd: bool, include_properties: bool,
+                       progress: Progress) -> ReferenceStats:
+    """Statistics of a MOSES split: from the user cache (minutes to compute the first time), then
+    kept in this process.
 
     The FCD statistics are MOSES's own precomputed ones (``{split}_stats.npz``), as MOSES uses.
     """
-    if split not in _DEFAULT_REFERENCES:
-        _DEFAULT_REFERENCES[split] = reference_stats(read_sequences(f"moses:{split}").texts, progress=progress)
-    stats = _DEFAULT_REFERENCES[split]
+    stats = _DEFAULT_REFERENCES.get(split)
+    if stats is None or (include_properties and stats.properties is None):
+        texts = read_sequences(f"moses:{split}").texts
+        computed = reference_stats(texts, include_properties=include_properties, progress=progress)
+        stats = computed if stats is None else dataclasses.replace(
+            stats, properties=computed.properties)
     if include_fcd and stats.fcd_mean is None:
-        path = moses_file("dataset", "data", f"{split}_stats.npz")
-        # MOSES's own file: a pickled dict of numpy arrays and Counters
-        fcd_stats = np.load(path, allow_pickle=True)["stats"].item()["FCD"]
-        stats = dataclasses.replace(
-            stats, fcd_mean=fcd_stats["mu"], fcd_covariance=fcd_stats["sigma"]
-        )
-        _DEFAULT_REFERENCES[split] = stats
+        stats = _with_fcd(stats, _moses_fcd_statistics(split))
+    _DEFAULT_REFERENCES[split] = stats
     return stats
+
+
+def _moses_fcd_statistics(split: str) -> dict[str, np.ndarray]:
+    """MOSES's precomputed ChemNet mean and covariance of a split, via the user cache."""
+    import hashlib
+
+    path = moses_file("dataset", "data", f"{split}_stats.npz")
+    with open(path, "rb") as handle:
+        key = "moses-" + hashlib.sha256(handle.read()).hexdigest()[:26]
+    arrays = reference_cache.load_part(key, "moses_fcd")
+    if arrays is None:
+        fcd_stats = _read_moses_stats(path)["FCD"]
+        arrays = {"mean": np.asarray(fcd_stats["mu"], float),
+                  "covariance": np.asarray(fcd_stats["sigma"], float)}
+        reference_cache.save_part(key, "moses_fcd", arrays)
+    return arrays
+
+
+def _read_moses_stats(path: str) -> dict:
+    """The dict that MOSES pickled into ``stats.npy`` of its ``*_stats.npz``, unpickled with only
+    the classes such a file needs (numpy arrays, Counter), so it can run no other code."""
+    import pickle
+    import zipfile
+
+    allowed = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+               ("collections", "Counter")}
+
+    class _Restricted(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if (module, name) not in allowed:
+                raise SeqvaeError(f"{path}: refusing to unpickle {module}.{name}")
+            if module.startswith("numpy.core") and hasattr(np, "_core"):  # numpy 2 renamed it
+                module = "numpy._core" + module[len("numpy.core"):]
+            return super().find_class(module, name)
+
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open("stats.npy") as stream:
+            version = np.lib.format.read_magic(stream)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            _shape, _fortran_order, dtype = read_header(stream)
+            if dtype != object:
+                raise ValueError("not a pickled object array")
+            return _Restricted(stream, encoding="latin1").load().item()
+    except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError,
+            zipfile.BadZipFile) as error:
+        raise SeqvaeError(f"{path} is not MOSES's statistics file ({error}); "
+                          f"reinstall molsets: {MOSES_HINT}") from None
 
 
 # --- the suite ----------------------------------------------------------------------------------
@@ -533,17 +815,18 @@ def moses_metrics(
     progress: Progress = None,
     notes: list[str] | None = None,
 ) -> dict[str, Any]:
-    """MOSES's ``get_all_metrics`` set (without the property Wasserstein distances).
+    """MOSES's ``get_all_metrics`` set.
 
     ``valid`` is computed on all of ``gen``; every other metric on its valid molecules as canonical
     SMILES (MOSES's ``remove_invalid``), duplicates kept. A reference left as None is MOSES's own
-    split read from the molsets package, as in MOSES; pass ``reference_stats`` results to reuse
-    precomputed references between calls.
+    split read from the molsets package, as in MOSES. Reference statistics come from the user
+    cache (``reference_stats``); ``ReferenceStats`` may also be passed directly.
 
     Args:
         gen: Generated SMILES.
         train: Training SMILES for Novelty (canonical, as MOSES's are).
-        test: Test SMILES or their ``ReferenceStats``.
+        test: Test SMILES or their ``ReferenceStats`` (with ``include_properties`` for the
+            Wasserstein distances).
         test_scaffolds: Scaffold-split test SMILES or their ``ReferenceStats``.
         include_fcd: Compute FCD/Test and FCD/TestSF (needs the fcd extra).
         k: The sizes for unique@k.
@@ -554,8 +837,10 @@ def moses_metrics(
     Returns:
         {"valid", "unique@1000", "unique@10000", "FCD/Test", "SNN/Test", "Frag/Test", "Scaf/Test",
         "FCD/TestSF", "SNN/TestSF", "Frag/TestSF", "Scaf/TestSF", "IntDiv", "IntDiv2", "Filters",
-        "Novelty"}: floats (nan where undefined). FCD values are None when not computed, with the
-        reason in ``notes``.
+        "Novelty", "logP", "SA", "QED", "weight"}: floats (nan where undefined); the last four are
+        ``property_distance`` to ``test``. FCD values are None when not computed, and the property
+        distances None when ``test`` is a ``ReferenceStats`` without properties, with the reason
+        in ``notes``.
     """
     from rdkit import rdBase
 
@@ -590,10 +875,13 @@ def moses_metrics(
         ref = references[name]
         if ref is None:
             report(f"reference {name}: MOSES {default_split} split (computed once per process)")
-            ref = _default_reference(default_split, include_fcd, progress)
+            ref = _default_reference(default_split, include_fcd, name == "Test", progress)
         elif not isinstance(ref, ReferenceStats):
             report(f"reference {name}: {len(ref)} SMILES")
-            ref = reference_stats(ref, include_fcd=include_fcd, progress=progress)
+            ref = reference_stats(ref, include_fcd=include_fcd, include_properties=name == "Test",
+                                  progress=progress)
+        if name == "Test":
+            test_stats = ref
         metrics[f"FCD/{name}"] = None
         if include_fcd:
             if ref.fcd_mean is None:
@@ -618,4 +906,12 @@ def moses_metrics(
     if train is None:
         train = read_sequences("moses:train").texts
     metrics["Novelty"] = _novelty(set(canonical) - {None}, train)
+    report("logP, SA, QED, weight")
+    if test_stats.properties is None and test_stats.size:
+        notes.append("logP, SA, QED, weight not computed: the test ReferenceStats has no "
+                     "properties; build it with reference_stats(..., include_properties=True)")
+        metrics.update(dict.fromkeys(PROPERTY_NAMES))
+    else:
+        for prop, values in _gen_properties(molecules).items():
+            metrics[prop] = _property_distance(values, molecules, test_stats, prop)
     return metrics

@@ -48,8 +48,10 @@ def test_evaluate_end_to_end(run):
                           recon_molecules=4, quality_sequences=12, progress=lines.append)
     assert results["n_samples"] == 50 and results["tokenizer"] == "smiles"
     generation = results["generation"]
-    for key in ("valid", "SNN/Test", "SNN/TestSF", "IntDiv", "Filters", "Novelty"):
+    for key in ("valid", "SNN/Test", "SNN/TestSF", "IntDiv", "Filters", "Novelty", "logP", "SA",
+                "QED", "weight"):
         assert key in generation, key
+    assert generation["weight"] >= 0  # a Wasserstein distance to the test molecules' weights
     assert generation["FCD/Test"] is None and 0 <= generation["valid"] <= 1
     assert results["vae_quality"]["sequences"] == len(TEST)  # the unencodable two left out
     assert results["reconstruction"]["molecules"] == 4
@@ -73,19 +75,20 @@ def test_evaluate_end_to_end(run):
     with open(f"{report}/report.md") as handle:
         markdown = handle.read()
     assert "| valid |" in markdown and "| nll_iw |" in markdown and "| total |" in markdown
+    assert "| QED |" in markdown
 
 
 def test_evaluate_without_references_skips_and_notes(run):
     results = ev.evaluate(run.run_dir, n_samples=20, include_fcd=False, recon_molecules=0,
                           quality_sequences=0, progress=None)
     generation = results["generation"]
-    for key in ("SNN/Test", "Frag/TestSF", "Scaf/Test", "Novelty"):
+    for key in ("SNN/Test", "Frag/TestSF", "Scaf/Test", "Novelty", "logP", "weight"):
         assert generation[key] is None, key
     assert generation["IntDiv"] is not None
     assert results["vae_quality"] is None and results["reconstruction"] is None
     notes = " | ".join(results["notes"])
     assert "no test set given" in notes and "no test_scaffolds set given" in notes
-    assert "Novelty not computed" in notes
+    assert "Novelty not computed" in notes and "logP, SA, QED, weight" in notes
     assert results["references"] == {"test": None, "test_scaffolds": None, "train": None}
 
 
@@ -124,7 +127,9 @@ def test_evaluate_moses_run_uses_the_moses_splits(run, monkeypatch):
     monkeypatch.setattr(ev, "read_sequences", read_split)
     monkeypatch.setattr(moses_metrics, "read_sequences", read_split)
     monkeypatch.setattr(moses_metrics, "_default_reference",
-                        lambda split, include_fcd, progress: moses_metrics.reference_stats(splits[split]))
+                        lambda split, include_fcd, include_properties, progress:
+                        moses_metrics.reference_stats(splits[split],
+                                                      include_properties=include_properties))
     results = ev.evaluate(run.run_dir, n_samples=20, include_fcd=False, iw_samples=2,
                           recon_molecules=2, quality_sequences=4, progress=None)
     assert results["references"] == {"test": "moses:test", "test_scaffolds": "moses:test_scaffolds",

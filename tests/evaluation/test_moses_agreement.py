@@ -12,8 +12,9 @@ Where seqvae differs from MOSES on purpose (the docstring of ``seqvae.evaluation
 nan where MOSES divides by zero, which these inputs never reach (every set has valid molecules), and
 computing each metric once per distinct molecule weighted by its count, which must give MOSES's
 value: the generated list here has repeated strings and non-canonical rewritings of the same
-molecules, so the weighting is exercised. seqvae does not compute get_all_metrics's property
-Wasserstein distances (logP, SA, QED, weight); the per-molecule properties are compared instead.
+molecules, so the weighting is exercised. get_all_metrics's property Wasserstein distances (logP,
+SA, QED, weight against test) are compared like every other value, and the per-molecule properties
+they are built on as well.
 """
 
 import json
@@ -74,7 +75,8 @@ def _references() -> dict:
 
 def test_fixture_is_what_the_tests_expect():
     assert len(GEN) > 150 and len(TEST) >= 100 and len(TEST_SF) >= 100 and len(TRAIN) >= 1000
-    expected = {"valid", "IntDiv", "IntDiv2", "Filters", "Novelty"} | {f"unique@{k}" for k in K}
+    expected = {"valid", "IntDiv", "IntDiv2", "Filters", "Novelty", "logP", "SA", "QED", "weight"}
+    expected |= {f"unique@{k}" for k in K}
     for name in ("Test", "TestSF"):
         expected |= {f"{metric}/{name}" for metric in ("FCD", "SNN", "Frag", "Scaf")}
     assert set(SUITE) == expected
@@ -164,6 +166,10 @@ for _name, _ref in _references().items():
         ),
         f"fcd(gen, {_name})": (lambda ref=_ref: moses_metrics.fcd(GEN, ref), SUITE[f"FCD/{_name}"]),
     })
+for _prop in ("logP", "SA", "QED", "weight"):  # MOSES: W1 of the valid gen against test
+    FUNCTION_CASES[f"property_distance(gen, Test, {_prop!r})"] = (
+        lambda prop=_prop: moses_metrics.property_distance(GEN, TEST, prop), SUITE[_prop]
+    )
 # FCD without the multi-fragment molecules (SMILES with "."): MOSES's fcd_torch ends the one-hot
 # encoding of a SMILES at its first "." (its end token), so ChemNet sees only the first fragment;
 # the fcd package (1.2.2) that seqvae calls encodes the whole string. gen has one such molecule,

@@ -167,6 +167,59 @@ def test_fraction_passes_filters():
     assert math.isnan(moses_metrics.fraction_passes_filters([]))
 
 
+# --- property distances -------------------------------------------------------------------------
+
+
+def test_wasserstein_1_by_hand():
+    # U = {0, 1}, V = {1, 2}: F_U - F_V is 1/2 on [0, 1) and 1/2 on [1, 2): W1 = 1
+    assert moses_metrics.wasserstein_1([0, 1], [1, 2]) == pytest.approx(1.0)
+    # U = {0}, V = {0, 0, 3}: |F_U - F_V| = 1/3 on [0, 3): W1 = 1
+    assert moses_metrics.wasserstein_1([0], [0, 0, 3]) == pytest.approx(1.0)
+    # a shift moves every unit of mass by the shift
+    assert moses_metrics.wasserstein_1([1, 5, 7], [3, 7, 9]) == pytest.approx(2.0)
+    # weights are counts: {0 x2, 4 x1} against {1}
+    weighted = moses_metrics.wasserstein_1([0, 4], [1], u_weights=[2, 1])
+    assert weighted == pytest.approx(moses_metrics.wasserstein_1([0, 0, 4], [1]))
+    assert weighted == pytest.approx(2 / 3 * 1 + 1 / 3 * 3)
+    assert moses_metrics.wasserstein_1([2, 0], [0, 2]) == 0.0
+    assert math.isnan(moses_metrics.wasserstein_1([], [1.0]))
+
+
+def test_wasserstein_1_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    u, v = rng.normal(size=50), rng.normal(1, 2, size=70)
+    weights = rng.integers(1, 5, size=50)
+    assert moses_metrics.wasserstein_1(u, v) == pytest.approx(stats.wasserstein_distance(u, v),
+                                                                abs=1e-12)
+    assert moses_metrics.wasserstein_1(u, v, weights) == pytest.approx(
+        stats.wasserstein_distance(u, v, weights), abs=1e-12)
+
+
+def test_property_distance_by_hand():
+    # gen valid: CCO twice, benzene once (xx skipped); ref: CCO, benzene.
+    # F_gen - F_ref = 2/3 - 1/2 between the two values: W1 = |p(benzene) - p(CCO)| / 6
+    gen, ref = ["CCO", "OCC", "c1ccccc1", "xx"], ["CCO", "c1ccccc1"]
+    functions = {"logP": chemistry.logp, "SA": chemistry.sa_score, "QED": chemistry.qed,
+                 "weight": chemistry.molecular_weight}
+    for name, function in functions.items():
+        expected = abs(function("c1ccccc1") - function("CCO")) / 6
+        assert moses_metrics.property_distance(gen, ref, name) == pytest.approx(expected, abs=1e-12)
+    assert moses_metrics.property_distance(ref, ref, "weight") == 0.0
+    assert math.isnan(moses_metrics.property_distance(["xx"], ref, "QED"))
+    with pytest.raises(SeqvaeError, match="unknown property 'MW'"):
+        moses_metrics.property_distance(gen, ref, "MW")
+
+
+def test_suite_notes_a_test_reference_without_properties():
+    notes = []
+    test = moses_metrics.reference_stats(["CCO", "CCN"])
+    result = moses_metrics.moses_metrics(["CCO"], ["CCO"], test, ["CCN"], include_fcd=False,
+                                         k=(1,), notes=notes)
+    assert all(result[name] is None for name in ("logP", "SA", "QED", "weight"))
+    assert any(note.startswith("logP, SA, QED, weight not computed") for note in notes)
+
+
 # --- reference statistics and the suite ---------------------------------------------------------
 
 
@@ -200,7 +253,10 @@ def test_moses_metrics_on_tiny_sets():
     assert notes == ["FCD not computed: include_fcd=False",
                      "unique@1000: only 4 valid molecules, all of them used",
                      "unique@10000: only 4 valid molecules, all of them used"]
-    expected = {"valid", "unique@1000", "unique@10000", "Novelty", "IntDiv", "IntDiv2", "Filters"}
+    # property distances to test [CCO, benzene] from valid [CCO, CCO, CCN, benzene]
+    assert result["weight"] == pytest.approx(moses_metrics.property_distance(valid, test, "weight"))
+    expected = {"valid", "unique@1000", "unique@10000", "Novelty", "IntDiv", "IntDiv2", "Filters",
+                "logP", "SA", "QED", "weight"}
     for name in ("Test", "TestSF"):
         expected |= {f"FCD/{name}", f"SNN/{name}", f"Frag/{name}", f"Scaf/{name}"}
     assert set(result) == expected
@@ -233,7 +289,8 @@ def test_fcd_missing_extra_message(monkeypatch):
     assert len(notes) == 1 and "seqvae[fcd]" in notes[0]
 
 
-def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch):
+def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch, tmp_path):
+    monkeypatch.setenv("SEQVAE_CACHE_DIR", str(tmp_path))  # the stub's statistics stay here
     # a stand-in fcd package: "activations" are (length, number of 'C') of each SMILES, and the
     # "distance" is the squared distance of the means
     def get_predictions(model, smiles, device):
@@ -258,7 +315,7 @@ def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch):
     assert moses_metrics.fcd(gen, moses_metrics.reference_stats(ref, include_fcd=True)) == pytest.approx(7.25)
     assert math.isnan(moses_metrics.fcd(["CCO"], ref))  # one molecule has no covariance
     with pytest.raises(SeqvaeError, match="include_fcd=True"):
-        moses_metrics.fcd(gen, moses_metrics.reference_stats(ref))
+        moses_metrics.fcd(gen, moses_metrics.reference_stats(ref, cache=False))
     notes = []
     result = moses_metrics.moses_metrics(gen, ["CCO"], ref, ["CCO", "C"], k=(2,), notes=notes)
     assert result["FCD/Test"] == pytest.approx(7.25)
@@ -285,11 +342,45 @@ def test_missing_molsets_message(monkeypatch):
 
 
 @needs_molsets
-def test_default_reference_takes_fcd_statistics_from_moses(monkeypatch):
+def test_default_reference_takes_fcd_statistics_from_moses(monkeypatch, tmp_path):
     # seed the per-process cache so the 176k-molecule split is not processed here
+    monkeypatch.setenv("SEQVAE_CACHE_DIR", str(tmp_path))
     seeded = moses_metrics.reference_stats(["CCO", "CCN"])
     monkeypatch.setattr(moses_metrics, "_DEFAULT_REFERENCES", {"test": seeded})
-    stats = moses_metrics._default_reference("test", include_fcd=True, progress=None)
+    stats = moses_metrics._default_reference("test", True, False, progress=None)
     assert stats.fingerprints is seeded.fingerprints
     assert stats.fcd_mean.shape == (512,) and stats.fcd_covariance.shape == (512, 512)
-    assert moses_metrics._default_reference("test", include_fcd=False, progress=None) is stats
+    assert moses_metrics._default_reference("test", False, False, progress=None) is stats
+    # MOSES's pickled file was read once, with the restricted unpickler, into a pickle-free part
+    parts = list(tmp_path.glob("reference_stats/moses-*/moses_fcd.npz"))
+    assert len(parts) == 1
+    with np.load(parts[0], allow_pickle=False) as arrays:
+        np.testing.assert_array_equal(arrays["mean"], stats.fcd_mean)
+    monkeypatch.setattr(moses_metrics, "_read_moses_stats", None)  # a second read would fail
+    monkeypatch.setattr(moses_metrics, "_DEFAULT_REFERENCES", {"test": seeded})
+    again = moses_metrics._default_reference("test", True, False, progress=None)
+    np.testing.assert_array_equal(again.fcd_covariance, stats.fcd_covariance)
+
+
+def test_moses_statistics_reader_refuses_other_classes(tmp_path):
+    import zipfile
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    path = tmp_path / "evil_stats.npz"
+    array = np.empty((), object)
+    array[()] = {"FCD": Payload()}
+    np.savez(path, stats=array)
+    assert zipfile.is_zipfile(path)
+    with pytest.raises(SeqvaeError, match="refusing to unpickle builtins.print"):
+        moses_metrics._read_moses_stats(str(path))
+    safe = tmp_path / "safe_stats.npz"
+    ok = np.empty((), object)
+    ok[()] = {"FCD": {"mu": np.arange(3.0)}, "Frag": {"ref": __import__("collections").Counter("ab")}}
+    np.savez(safe, stats=ok)
+    read = moses_metrics._read_moses_stats(str(safe))
+    np.testing.assert_array_equal(read["FCD"]["mu"], np.arange(3.0))
+    assert read["Frag"]["ref"] == {"a": 1, "b": 1}
+

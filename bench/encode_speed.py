@@ -1,0 +1,181 @@
+"""``seqvae encode`` against the MOSES VAE's encoder on the same molecules, and its memory by input size.
+
+    flock /tmp/seqvae-bench.lock python bench/encode_speed.py --run runs/demo
+    flock /tmp/seqvae-bench.lock python bench/encode_speed.py --run runs/demo --small 150000 --large 1500000
+
+1. Speed: writes ``--data`` (default: the 176,074 MOSES test molecules) to a ``.smi`` file, runs
+   ``seqvae encode RUN FILE --out z.npy`` and, in the MOSES peer venv (``bench/moses_peer/setup.sh``),
+   MOSES's own ``VAE.forward_encoder`` (default ``moses.vae`` config, untrained: the weights do
+   not change the cost) over the same file in MOSES's way: batches of 512, each sorted by length
+   for ``pack_sequence``, ``string2tensor`` per molecule, ``torch.no_grad``; with one torch thread
+   and with one per core (on a busy machine OpenMP's spinning threads can be 30x slower).
+   Rates count encoding only (model loading excluded on both sides); the seqvae command's whole
+   wall time is shown too.
+2. Memory: ``seqvae encode`` on the first ``--small`` and ``--large`` lines of MOSES's train split;
+   peak resident memory of each process (``wait4``), which must not grow with the input.
+
+Prints markdown tables and writes ``encode_speed.json`` to ``--output-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PEER_PYTHON = os.path.join(HERE, "moses_peer", ".venv", "bin", "python")
+
+
+def moses_worker(path: str, batch_size: int, threads: int) -> dict:
+    """MOSES's encoder over a file of SMILES; runs in the peer venv (never imports seqvae)."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import importlib.util
+
+    import moses
+    import torch
+    from moses.utils import OneHotVocab
+
+    def module(name: str, relative: str):  # moses/vae/__init__ imports the trainer (tqdm)
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(moses.__file__), relative))
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        return loaded
+
+    VAE = module("moses_vae_model", "vae/model.py").VAE
+    get_parser = module("moses_vae_config", "vae/config.py").get_parser
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    with open(path) as handle:
+        texts = handle.read().split()
+    model = VAE(OneHotVocab.from_data(texts), get_parser().parse_args([]))  # as its trainer
+    model.eval()
+    started = time.perf_counter()
+    rows = 0
+    with torch.no_grad():
+        for start in range(0, len(texts), batch_size):
+            batch = sorted(texts[start:start + batch_size], key=len, reverse=True)
+            z, _kl = model.forward_encoder([model.string2tensor(s, device="cpu") for s in batch])
+            rows += len(z)
+    seconds = time.perf_counter() - started
+    return {"rows": rows, "seconds": seconds, "per_second": rows / seconds,
+            "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "encoder": f"GRU {model.encoder_rnn.hidden_size}, "
+                       f"{'bi' if model.encoder_rnn.bidirectional else 'uni'}directional, "
+                       f"embedding {model.x_emb.embedding_dim}"}
+
+
+def _peak_rss_run(command: list[str], env: dict) -> tuple[str, float, int]:
+    """(stderr, wall seconds, peak resident KiB) of one process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    stderr = process.stderr.read()
+    _pid, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{stderr[-2000:]}")
+    return stderr, time.perf_counter() - started, usage.ru_maxrss
+
+
+def _seqvae_encode(run: str, data: str, out: str, env: dict) -> dict:
+    command = [sys.executable, "-m", "seqvae", "encode", run, data, "--out", out]
+    print("+", " ".join(command), file=sys.stderr, flush=True)
+    stderr, wall, peak = _peak_rss_run(command, env)
+    found = re.search(r"wrote z means \((\d+), \d+\).* in ([\d.]+) s \((\d+) mol/s\)", stderr)
+    if not found:
+        raise SystemExit(f"unexpected output of seqvae encode:\n{stderr[-2000:]}")
+    return {"rows": int(found[1]), "seconds": float(found[2]), "per_second": float(found[3]),
+            "wall": wall, "peak_mib": peak / 1024}
+
+
+def _write_lines(source: str, path: str, limit: int) -> int:
+    from seqvae.data import sources
+
+    written = 0
+    with open(path, "w") as out:
+        for seqs in sources.iter_sequences(source):
+            for text in seqs.texts[:limit - written if limit else None]:
+                out.write(text + "\n")
+                written += 1
+            if limit and written >= limit:
+                break
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="trained run directory")
+    parser.add_argument("--data", default="moses:test", help="molecules for the speed rows")
+    parser.add_argument("--small", type=int, default=150_000, help="lines of the small memory run")
+    parser.add_argument("--large", type=int, default=1_500_000, help="lines of the large one")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--output-dir", default="bench/encode_speed_out")
+    parser.add_argument("--worker", choices=("moses",), help=argparse.SUPPRESS)
+    parser.add_argument("--batch-size", type=int, default=512, help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "moses":
+        print(json.dumps(moses_worker(args.data, args.batch_size, args.threads)))
+        return
+
+    sys.path.insert(0, REPO)
+    os.makedirs(args.output_dir, exist_ok=True)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    data = os.path.abspath(os.path.join(args.output_dir, "molecules.smi"))
+    count = _write_lines(args.data, data, 0)
+    out = os.path.join(args.output_dir, "z.npy")
+    ours = _seqvae_encode(args.run, data, out, env)
+    peer_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    moses_rows = []
+    for threads in sorted({1, os.cpu_count() or 1}):
+        command = [PEER_PYTHON, os.path.abspath(__file__), "--worker", "moses", "--run", args.run,
+                   "--data", data, "--threads", str(threads)]
+        print("+", " ".join(command), file=sys.stderr, flush=True)
+        done = subprocess.run(command, env=peer_env, stdout=subprocess.PIPE, text=True, check=True)
+        moses_rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    theirs = max(moses_rows, key=lambda row: row["per_second"])
+
+    from seqvae.training.rundir import load_run
+
+    model = load_run(args.run).config.model
+    lines = [f"{count} molecules from {args.data}; {os.cpu_count()} cores", "",
+             "| encoder | mol/s (encoding only) | s | whole command s |", "|---|---:|---:|---:|",
+             f"| seqvae encode ({args.run}: GRU {model.encoder_units}, "
+             f"{'bi' if model.encoder_bidirectional else 'uni'}directional, one-hot) | "
+             f"{ours['per_second']:.0f} | {ours['seconds']:.1f} | {ours['wall']:.1f} |",
+             *(f"| MOSES VAE forward_encoder ({row['encoder']}, torch {row['torch']}, "
+               f"{row['threads']} threads) | {row['per_second']:.0f} | {row['seconds']:.1f} | |"
+               for row in moses_rows),
+             "", f"seqvae / MOSES (its faster thread setting): "
+                 f"{ours['per_second'] / theirs['per_second']:.2f}x"]
+    memory = {}
+    if not args.skip_memory:
+        lines += ["", "| input lines | rows | mol/s | peak RSS MiB |", "|---:|---:|---:|---:|"]
+        for size in (args.small, args.large):
+            path = os.path.abspath(os.path.join(args.output_dir, f"train_{size}.smi"))
+            _write_lines("moses:train", path, size)
+            memory[size] = _seqvae_encode(args.run, path, out, env)
+            os.remove(path)
+            lines.append(f"| {size} | {memory[size]['rows']} | {memory[size]['per_second']:.0f} | "
+                         f"{memory[size]['peak_mib']:.0f} |")
+        growth = memory[args.large]["peak_mib"] / memory[args.small]["peak_mib"] - 1
+        lines += ["", f"peak memory, {args.large} lines vs {args.small}: {growth:+.1%}"]
+    print("\n".join(lines))
+    with open(os.path.join(args.output_dir, "encode_speed.json"), "w") as handle:
+        json.dump({"seqvae": ours, "moses": moses_rows, "memory": memory, "table": lines}, handle,
+                  indent=1)
+
+
+if __name__ == "__main__":
+    main()
