@@ -43,6 +43,8 @@ class ModelConfig:
     z_conditioning: str = "both"  # init (z -> initial states) | concat (z at every step) | both
     init_per_layer: bool = True  # init: one z -> state map per decoder layer (False: one shared, MOSES)
     embedding_dim: int = 0  # learned token embedding size; 0 = fixed one-hot (MOSES default)
+    property_head_depth: int = 3  # hidden layers of the property head on z (chemical VAE: 3)
+    property_head_width: int = 67  # units of each hidden layer of the property head (67)
 
     def __post_init__(self) -> None:
         _check_choice("model.encoder", self.encoder, ENCODERS)
@@ -54,6 +56,8 @@ class ModelConfig:
                 raise SeqvaeError(f"model.{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 <= self.decoder_dropout < 1.0:
             raise SeqvaeError(f"model.decoder_dropout must be in [0, 1), got {self.decoder_dropout}")
+        if self.property_head_depth < 0 or self.property_head_width < 1:
+            raise SeqvaeError("model.property_head_depth must be >= 0 and model.property_head_width >= 1")
         if self.embedding_dim < 0:
             raise SeqvaeError("model.embedding_dim must be 0 (one-hot) or a positive size")
 

@@ -223,3 +223,21 @@ def standardisation(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = np.nanmean(values, axis=0)
     std = np.nanstd(values, axis=0)
     return mean, np.where(std > 0, std, 1.0)
+
+
+def morgan_fingerprint(smiles, radius: int = 2, bits: int = 2048):
+    """Morgan (ECFP4-like for radius 2) bit vector of a SMILES or Mol, None if invalid: the
+    fingerprint of the similarity constraint in JT-VAE's optimisation benchmark."""
+    from rdkit.Chem import rdFingerprintGenerator
+
+    mol = chemistry.to_mol(smiles)
+    if mol is None:
+        return None
+    return rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=bits).GetFingerprint(mol)
+
+
+def tanimoto(a, b) -> float:
+    """Tanimoto similarity of two fingerprints (``morgan_fingerprint``); 0 if either is None."""
+    from rdkit import DataStructs
+
+    return 0.0 if a is None or b is None else DataStructs.TanimotoSimilarity(a, b)
