@@ -77,10 +77,16 @@ class DataConfig:
     streaming: bool = False  # stream text shards (globs, .gz) through tf.data instead of loading them
     kekulize: bool = False  # SMILES runs model Kekule SMILES (explicit double bonds, no aromatic
     #   atoms); no effect on other tokenizers or streamed corpora (see kekule)
+    properties: str = ""  # properties trained jointly by a head on z, e.g. "logp,qed,sa" or
+    #   "col:pIC50" (seqvae.data.properties); "" = none (fit one later: seqvae fit-properties)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise SeqvaeError("data.validation_fraction must be in [0, 1)")
+        if self.properties:
+            from seqvae.data.properties import parse_property_names
+
+            parse_property_names(self.properties)
         if self.max_len < 0 or self.limit < 0 or self.bucket_width < 0:
             raise SeqvaeError("data.max_len, data.limit and data.bucket_width must be >= 0")
 
@@ -118,6 +124,7 @@ class TrainConfig:
     kl_cycles: int = 4  # cyclical: number of cycles
     free_bits: float = 0.0  # nats per latent dimension not penalised (0 = off)
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
+    property_weight: float = 0.5  # weight of the property head's MSE (data.properties; chemical VAE 0.5)
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
     jit_compile: bool = False  # compile the train step with XLA
@@ -145,7 +152,7 @@ class TrainConfig:
                 raise SeqvaeError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         for name in ("epochs", "max_steps", "time_budget", "lr_min", "warmup_steps", "clip_norm",
                      "kl_weight_start", "kl_weight_end", "kl_start_step", "kl_anneal_steps",
-                     "free_bits", "patience", "validate_every"):
+                     "free_bits", "patience", "validate_every", "property_weight"):
             if not getattr(self, name) >= 0:
                 raise SeqvaeError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 < self.lr_decay_rate <= 1.0:

@@ -14,6 +14,7 @@ import tensorflow as tf
 from seqvae.config import TrainConfig
 from seqvae.data.vocabulary import BOS_ID, PAD_ID, UNK_ID
 from seqvae.model import randomness
+from seqvae.model.property_head import property_loss
 from seqvae.model.vae import SequenceVAE
 from seqvae.training import schedules
 
@@ -129,7 +130,7 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
                    total_steps: int, training: bool = True,
                    shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
                    sum_replicas: Callable[[tf.Tensor], tf.Tensor] | None = None,
-                   ) -> dict[str, tf.Tensor]:
+                   targets: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
     """The training objective on one batch: ``recon_term + kl_weight * KL``.
 
     ``kl`` is summed over latent dimensions and averaged over the batch. ``recon`` (logged) is the
@@ -147,6 +148,9 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
         the slice's rows of the global batch's noise.
       sum_replicas: with ``shard``, the sum of a tensor over all replicas (the step passes
         ``ReplicaContext.all_reduce``); free bits need the global per-dimension KL.
+      targets: float ``(B, P)`` standardised properties (NaN where unknown) for a model with a
+        property head: ``config.property_weight * property_loss`` joins the loss, and
+        ``property`` (the MSE) the outputs.
     """
     seed = randomness.fold_in(randomness.as_seed(config.seed), step)
     rows = tf.shape(ids)[0]
@@ -174,5 +178,9 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
         penalised_kl = tf.reduce_sum(tf.where(tf.stop_gradient(whole) >= config.free_bits, kl_dims,
                                               config.free_bits * tf.stop_gradient(share)))
     kl_weight = schedules.kl_weight(step, config, total_steps)
-    return {"loss": recon_term + kl_weight * penalised_kl, "recon": recon, "kl": kl,
-            "kl_weight": tf.cast(kl_weight, tf.float32)}
+    losses = {"loss": recon_term + kl_weight * penalised_kl, "recon": recon, "kl": kl,
+              "kl_weight": tf.cast(kl_weight, tf.float32)}
+    if targets is not None and "properties" in out:
+        losses["property"] = property_loss(targets, out["properties"])
+        losses["loss"] += config.property_weight * losses["property"]
+    return losses

@@ -228,11 +228,16 @@ def save_head(run_dir: str, head: FittedHead) -> str:
 
 
 def load_head(run: Run) -> FittedHead:
-    """The property head of a run (``RUN/property_head/``)."""
+    """The property head of a run: the one fitted afterwards (``RUN/property_head/``), else the
+    one trained jointly with the VAE (``data.properties``)."""
     from seqvae.model.property_head import PropertyHead
 
     folder = os.path.join(run.run_dir, HEAD_DIR)
     path = os.path.join(folder, "head.json")
+    joint = run.info.get("properties")
+    if not os.path.exists(path) and joint and getattr(run.model, "property_head", None) is not None:
+        return FittedHead(tuple(joint["names"]), np.array(joint["mean"]), np.array(joint["std"]),
+                          run.model.property_head, {"names": joint["names"], "joint": True})
     if not os.path.exists(path):
         raise SeqvaeError(f"{run.run_dir}: has no property head; fit one with "
                           f"'seqvae fit-properties {run.run_dir}'")

@@ -159,7 +159,9 @@ def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
     from seqvae.model.vae import SequenceVAE
 
     run = read_run_files(run_dir)
-    model = SequenceVAE(run.config.model, len(run.vocab), run.max_len).build_weights()
+    properties = run.info.get("properties") or {}  # a jointly trained property head
+    model = SequenceVAE(run.config.model, len(run.vocab), run.max_len,
+                        num_properties=len(properties.get("names", []))).build_weights()
     latest = checkpoint or tf.train.latest_checkpoint(checkpoint_dir(run.run_dir))
     if latest is None:
         raise SeqvaeError(f"{run.run_dir}: holds no checkpoint yet (training has not saved one)")

@@ -44,6 +44,11 @@ def test_fit_save_load_predict(run):
     assert texts == HELD_OUT[:3] and values.shape == (3, 2) and np.all(np.isfinite(values))
     with pytest.raises(SeqvaeError, match="not 'sa'"):
         head.index("sa")
+    from seqvae.evaluation.evaluate import _property_metrics  # what evaluate reports
+
+    metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
+    assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
+    assert metrics["molecules"] == len(HELD_OUT)
 
 
 def test_missing_head_is_a_one_line_error(tmp_path, run):
@@ -55,3 +60,32 @@ def test_missing_head_is_a_one_line_error(tmp_path, run):
 
     with pytest.raises(SeqvaeError, match="has no property head; fit one with"):
         property_fit.load_head(load_run(str(copy)))
+
+
+def test_jointly_trained_head(tmp_path):
+    """data.properties trains the head with the VAE; the run's head then predicts them."""
+    import dataclasses
+
+    from conftest import tiny_config
+    from seqvae.training.loop import train
+    from seqvae.training.rundir import load_run
+
+    config = tiny_config()
+    config = dataclasses.replace(
+        config, data=dataclasses.replace(config.data, properties="logp,qed"),
+        train=dataclasses.replace(config.train, max_steps=6, epochs=1000))
+    run_dir = str(tmp_path / "joint")
+    train(config, run_dir, data=SMILES)
+    run = load_run(run_dir)
+    assert run.info["properties"]["names"] == ["logp", "qed"]
+    assert os.path.exists(os.path.join(run_dir, "properties", "training.npz"))
+    records = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    assert all("property" in r for r in records if r["kind"] == "step")
+    assert any("val_property" in r for r in records)
+    head = property_fit.load_head(run)
+    assert head.info["joint"] and head.names == ("logp", "qed")
+    texts, values = property_fit.predict(run, HELD_OUT[:2], head)
+    assert values.shape == (2, 2) and np.all(np.isfinite(values))
+    # the checkpoint holds the head: a second load predicts the same
+    again = property_fit.predict(load_run(run_dir), HELD_OUT[:2])[1]
+    np.testing.assert_allclose(values, again, rtol=1e-6)
