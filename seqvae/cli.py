@@ -58,7 +58,7 @@ def _build_config(args, stored=None):
         overrides.append("train.epochs=1000000")  # --max-steps alone means "this many steps"
     for flag, key in (("epochs", "train.epochs"), ("max_steps", "train.max_steps"),
                       ("time_budget", "train.time_budget"), ("limit", "data.limit"),
-                      ("seed", "train.seed")):
+                      ("seed", "train.seed"), ("properties", "data.properties")):
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
@@ -335,7 +335,7 @@ def cmd_optimize(args) -> int:
     from seqvae.files import write_text_atomic
 
     settings = opt.OptimizeSettings(
-        similarity=args.similarity if args.start else 0.0, steps=args.steps,
+        similarity=args.similarity, steps=args.steps,  # unconstrained without --start
         restarts=args.restarts, step_size=args.step_size, trust_radius=args.trust_radius,
         samples=args.samples, temperature=args.temperature, minimize=args.minimize,
         grammar=not args.no_grammar, seed=args.seed)
@@ -434,6 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "loading it (sets data.streaming=true)")
     p.add_argument("--strategy", choices=("default", "mirrored", "multi-worker"), default="default",
                    help="tf.distribute strategy; multi-worker reads TF_CONFIG (batch_size is global)")
+    p.add_argument("--properties", help="train a property head on z jointly: logp, qed, sa, plogp, "
+                   "mw or col:NAME (numeric CSV column), comma-separated (sets data.properties)")
     _add_config_options(p)
 
     p = command("demo", cmd_demo, "train the demo model on MOSES, sample 1,000 and score them")

@@ -193,7 +193,8 @@ def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES
     if data is None:
         raise SeqvaeError(f"{run.run_dir}: run.json names no training data; give --data")
     notes: list[str] = []
-    report(f"computing {', '.join(names)} for {limit or 'all'} molecules of {data}")
+    report(f"computing {', '.join(names)} for {f'up to {limit}' if limit else 'all'} molecules "
+           f"of {data}")
     table = property_table(run, data, names, limit)
     report(f"encoding {len(table.texts)} molecules")
     z, values, _ = encoded_table(run, table, notes)
