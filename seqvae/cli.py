@@ -58,7 +58,7 @@ def _build_config(args, stored=None):
         overrides.append("train.epochs=1000000")  # --max-steps alone means "this many steps"
     for flag, key in (("epochs", "train.epochs"), ("max_steps", "train.max_steps"),
                       ("time_budget", "train.time_budget"), ("limit", "data.limit"),
-                      ("seed", "train.seed")):
+                      ("seed", "train.seed"), ("properties", "data.properties")):
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
@@ -346,6 +346,71 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_fit_properties(args) -> int:
+    from seqvae.training.property_fit import fit_properties, print_metrics
+
+    info = fit_properties(args.run_dir, args.properties, data=args.data, limit=args.limit,
+                          test=None if args.no_test else (args.test or "default"),
+                          test_limit=args.test_limit, epochs=args.epochs, seed=args.seed,
+                          progress=lambda line: print(f"seqvae fit-properties: {line}",
+                                                      file=sys.stderr, flush=True))
+    for note in info["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"property head fitted on {info['fit_molecules']} encodings of {info['fitted_on']}; "
+          f"saved in {os.path.join(args.run_dir, 'property_head')}")
+    if info["test"]:
+        print(f"on {info['test_source']}:")
+        print_metrics(info["test"])
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from seqvae.training.property_fit import load_head, predict
+
+    run = _load(args.run_dir)
+    head = load_head(run)
+    texts, values = predict(run, args.data, head)
+    lines = [",".join(("smiles",) + head.names)]
+    lines += [",".join([text] + [f"{v:.4f}" for v in row]) for text, row in zip(texts, values)]
+    _write_lines(lines, args.out)
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    from seqvae import optimize as opt
+    from seqvae.data.sources import read_sequences
+    from seqvae.files import write_text_atomic
+
+    settings = opt.OptimizeSettings(
+        similarity=args.similarity, steps=args.steps,  # unconstrained without --start
+        restarts=args.restarts, step_size=args.step_size, trust_radius=args.trust_radius,
+        samples=args.samples, temperature=args.temperature, minimize=args.minimize,
+        grammar=not args.no_grammar, seed=args.seed)
+    run = _load(args.run_dir)
+    starts = None
+    if args.start:
+        starts = (read_sequences(args.start, run.config.data.column).texts
+                  if os.path.exists(args.start) or args.start.startswith("moses:") else [args.start])
+        if args.n and args.start.startswith("moses:"):
+            starts = starts[:args.n]
+    found = opt.optimize(run, args.objective, starts, n=args.n, settings=settings,
+                         keep_trajectory=bool(args.trajectory),
+                         progress=lambda line: print(f"seqvae optimize: {line}", file=sys.stderr,
+                                                     flush=True))
+    write_text_atomic(args.out, opt.results_csv(found.results))
+    if args.trajectory:
+        write_text_atomic(args.trajectory, opt.trajectory_csv(found.trajectory))
+    summary = opt.summarize(found.results)
+    print(f"{summary['starts']} starts: {summary['found']} with a molecule found, success "
+          f"{100 * summary['success']:.1f}%, improvement {summary['improvement_mean']:.3f} "
+          f"+- {summary['improvement_sd']:.3f} ({args.objective}); wrote {args.out}")
+    if len(found.results) == 1:
+        r = found.results[0]
+        print(f"start {r.start} ({r.start_value:.3f}) -> {r.smiles or '(none)'} "
+              f"({r.value:.3f}, similarity {r.similarity:.3f}, restart {r.restart} step {r.step})")
+    return 0
+
+
 EXAMPLES = {
     "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume\n  seqvae train 'shards/*.smi.gz' --stream --out runs/big",
     "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
@@ -358,6 +423,9 @@ EXAMPLES = {
     "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --all-precisions\n  seqvae doctor --set model.decoder_layers=1",
     "demo": "seqvae demo --out runs/demo",
     "export": "seqvae export runs/demo --out exported/seqvae/1",
+    "fit-properties": "seqvae fit-properties runs/demo\n  seqvae fit-properties runs/mine --data assay.csv --properties logp,col:pIC50",
+    "predict": "seqvae predict runs/demo molecules.smi --out predictions.csv",
+    "optimize": "seqvae optimize runs/demo --objective plogp --start 'CCOc1ccccc1' --similarity 0.4 --out results.csv --trajectory path.csv\n  seqvae optimize runs/demo --objective qed -n 800 --out best.csv",
 }
 
 
@@ -420,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "loading it (sets data.streaming=true)")
     p.add_argument("--strategy", choices=("default", "mirrored", "multi-worker"), default="default",
                    help="tf.distribute strategy; multi-worker reads TF_CONFIG (batch_size is global)")
+    p.add_argument("--properties", help="train a property head on z jointly: logp, qed, sa, plogp, "
+                   "mw or col:NAME (numeric CSV column), comma-separated (sets data.properties)")
     _add_config_options(p)
 
     p = command("demo", cmd_demo, "train the demo model on MOSES, sample 1,000 and score them")
@@ -529,6 +599,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-precisions", action="store_true",
                    help="also check mixed_bfloat16 and mixed_float16 (default: the config's precision)")
     _add_config_options(p, with_stop=False)
+
+    p = command("fit-properties", cmd_fit_properties, "fit a property head on a trained run's "
+                "encodings (saved in RUN_DIR/property_head/) and report R2/MAE on the test split")
+    p.add_argument("run_dir")
+    p.add_argument("--properties", default="logp,qed,sa,plogp,mw",
+                   help="comma-separated: logp, qed, sa, plogp (penalized logP), mw, or col:NAME "
+                   "for a numeric column of a CSV --data (default: logp,qed,sa,plogp,mw)")
+    p.add_argument("--data", help="molecules to fit on (default: the run's training data)")
+    p.add_argument("--limit", type=int, default=50000,
+                   help="fit on the first N molecules (default: 50000; 0 = all)")
+    p.add_argument("--test", help="molecules for R2/MAE (default: moses:test for MOSES runs)")
+    p.add_argument("--test-limit", type=int, default=10000)
+    p.add_argument("--no-test", action="store_true", help="skip the R2/MAE report")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = command("predict", cmd_predict, "predict properties of molecules with the run's head")
+    p.add_argument("run_dir")
+    p.add_argument("data", help="molecules: .smi, .csv or moses:SPLIT")
+    p.add_argument("--out", help="CSV file (default: stdout)")
+
+    p = command("optimize", cmd_optimize, "find molecules with a better property near given ones "
+                "(gradient ascent on z through the property head, RDKit re-scoring)")
+    p.add_argument("run_dir")
+    p.add_argument("--objective", required=True,
+                   help="a property of the head that RDKit computes: logp, qed, sa, plogp, mw")
+    p.add_argument("--minimize", action="store_true", help="search for lower values (e.g. sa)")
+    p.add_argument("--start", help="a SMILES, a file of them or moses:SPLIT (default: "
+                   "unconstrained search from prior samples)")
+    p.add_argument("--similarity", type=float, default=0.4,
+                   help="min Tanimoto similarity to the start (Morgan r2, 2048 bits)")
+    p.add_argument("--steps", type=int, default=10, help="gradient steps per path")
+    p.add_argument("--restarts", type=int, default=2, help="paths per start")
+    p.add_argument("--step-size", type=float, default=0.25)
+    p.add_argument("--trust-radius", type=float, default=2.0,
+                   help="max distance in z from the start's encoding")
+    p.add_argument("--samples", type=int, default=2,
+                   help="sampled decodings per point besides the greedy one")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("-n", type=int, default=800,
+                   help="prior samples without --start; the first N of a moses:SPLIT start")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="results CSV (one row per start)")
+    p.add_argument("--trajectory", help="CSV of every decoded point of every path")
+    _add_grammar_option(p)
     return parser
 
 

@@ -43,6 +43,8 @@ class ModelConfig:
     z_conditioning: str = "both"  # init (z -> initial states) | concat (z at every step) | both
     init_per_layer: bool = True  # init: one z -> state map per decoder layer (False: one shared, MOSES)
     embedding_dim: int = 0  # learned token embedding size; 0 = fixed one-hot (MOSES default)
+    property_head_depth: int = 3  # hidden layers of the property head on z (chemical VAE: 3)
+    property_head_width: int = 67  # units of each hidden layer of the property head (67)
 
     def __post_init__(self) -> None:
         _check_choice("model.encoder", self.encoder, ENCODERS)
@@ -54,6 +56,8 @@ class ModelConfig:
                 raise SeqvaeError(f"model.{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 <= self.decoder_dropout < 1.0:
             raise SeqvaeError(f"model.decoder_dropout must be in [0, 1), got {self.decoder_dropout}")
+        if self.property_head_depth < 0 or self.property_head_width < 1:
+            raise SeqvaeError("model.property_head_depth must be >= 0 and model.property_head_width >= 1")
         if self.embedding_dim < 0:
             raise SeqvaeError("model.embedding_dim must be 0 (one-hot) or a positive size")
 
@@ -73,10 +77,16 @@ class DataConfig:
     streaming: bool = False  # stream text shards (globs, .gz) through tf.data instead of loading them
     kekulize: bool = False  # SMILES runs model Kekule SMILES (explicit double bonds, no aromatic
     #   atoms); no effect on other tokenizers or streamed corpora (see kekule)
+    properties: str = ""  # properties trained jointly by a head on z, e.g. "logp,qed,sa" or
+    #   "col:pIC50" (seqvae.data.properties); "" = none (fit one later: seqvae fit-properties)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise SeqvaeError("data.validation_fraction must be in [0, 1)")
+        if self.properties:
+            from seqvae.data.properties import parse_property_names
+
+            parse_property_names(self.properties)
         if self.max_len < 0 or self.limit < 0 or self.bucket_width < 0:
             raise SeqvaeError("data.max_len, data.limit and data.bucket_width must be >= 0")
 
@@ -116,6 +126,7 @@ class TrainConfig:
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
     grammar_softmax: bool = False  # SMILES runs: the decoder's softmax is over the tokens the
     #   grammar mask allows after each prefix (a constrained softmax, trained as it samples)
+    property_weight: float = 0.5  # weight of the property head's MSE (data.properties; chemical VAE 0.5)
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
     jit_compile: bool = False  # compile the train step with XLA
@@ -146,7 +157,7 @@ class TrainConfig:
                 raise SeqvaeError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         for name in ("epochs", "max_steps", "time_budget", "lr_min", "warmup_steps", "clip_norm",
                      "kl_weight_start", "kl_weight_end", "kl_start_step", "kl_anneal_steps",
-                     "free_bits", "patience", "validate_every"):
+                     "free_bits", "patience", "validate_every", "property_weight"):
             if not getattr(self, name) >= 0:
                 raise SeqvaeError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 < self.lr_decay_rate <= 1.0:

@@ -15,6 +15,8 @@ def _choices(name, value):
     ``KL_SCHEDULES``), so a new choice field is covered without editing this test."""
     if name == "tokenizer":  # not checked by the config; read by seqvae.data
         return ("smiles", "selfies", "char", "word")
+    if name == "properties":  # names checked by seqvae.data.properties
+        return ("logp,qed",)
     choices = getattr(config_module, name.upper() + "S", None)
     if choices is None:  # a free-form string such as data.column
         return (value + "_x",)

@@ -50,17 +50,21 @@ def padding_fraction(lengths: np.ndarray, batches: list[np.ndarray], bucket_widt
 
 
 def make_dataset(ids: np.ndarray, lengths: np.ndarray, batches: list[np.ndarray],
-                 bucket_width: int = 8) -> tf.data.Dataset:
+                 bucket_width: int = 8, targets: np.ndarray | None = None) -> tf.data.Dataset:
     """A prefetched ``tf.data`` pipeline of int32 batches ``(B_i, T_i)`` in the plan's order.
 
-    ``T_i`` is ``padded_length`` of the batch, so XLA sees few distinct shapes.
+    ``T_i`` is ``padded_length`` of the batch, so XLA sees few distinct shapes. With
+    ``targets`` float32 ``(N, P)`` (property heads) each element is ``(ids, targets (B_i, P))``.
     """
     max_len = ids.shape[1]
 
     def generate() -> Iterator[np.ndarray]:
         for batch in batches:
-            yield ids[batch, :padded_length(lengths[batch], bucket_width, max_len)]
+            rows = ids[batch, :padded_length(lengths[batch], bucket_width, max_len)]
+            yield rows if targets is None else (rows, targets[batch])
 
-    dataset = tf.data.Dataset.from_generator(
-        generate, output_signature=tf.TensorSpec([None, None], tf.int32))
+    signature = tf.TensorSpec([None, None], tf.int32)
+    if targets is not None:
+        signature = (signature, tf.TensorSpec([None, targets.shape[1]], tf.float32))
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
     return dataset.prefetch(tf.data.AUTOTUNE)

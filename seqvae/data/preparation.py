@@ -191,6 +191,7 @@ class PreparedData:
     val_index: np.ndarray
     source: str
     skipped: int = 0
+    line_numbers: list[int] | None = None  # source line of each encoded row
 
     @property
     def vocab(self) -> Vocabulary:
@@ -253,7 +254,8 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
                            source=seqs.source, line_numbers=seqs.line_numbers)
     train_index, val_index = batching.validation_split(len(encoded.ids), config.validation_fraction,
                                                        seed)
-    return PreparedData(codec, encoded, train_index, val_index, seqs.source, len(invalid))
+    return PreparedData(codec, encoded, train_index, val_index, seqs.source, len(invalid),
+                        [seqs.line_numbers[i] for i in encoded.kept])
 
 
 def _kekulized(seqs: sources.Sequences, strict: bool) -> sources.Sequences:

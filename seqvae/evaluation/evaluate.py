@@ -180,6 +180,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
             reconstruction.update({f"interpolation_{key}": value for key, value in paths.items()
                                    if key in ("valid_intermediates", "distinct_per_path")})
     walls["reconstruction"] = time.monotonic() - tick
+    tick = time.monotonic()
+    properties = _property_metrics(run, held_out, report, notes)
+    walls["properties"] = time.monotonic() - tick
     walls["total"] = time.monotonic() - started
 
     results = {
@@ -188,6 +191,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         "grammar": bool((grammar or run.config.train.grammar_softmax) and run.grammar is not None),
         "prior": prior,
         "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
+        "properties": properties,
         "references": references, "wall_seconds": walls, "notes": notes,
     }
     report("writing the report")
@@ -198,6 +202,21 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means)
     report(f"report written to {results['report_dir']}")
     return results
+
+
+def _property_metrics(run: Run, held_out: list[str], report, notes: list[str]) -> dict | None:
+    """R² and MAE of the run's property head (``seqvae fit-properties``) on the held-out
+    molecules, as ``{"logp R2": ..., "logp MAE": ..., "molecules": N}``; None without a head."""
+    import os
+
+    from seqvae.training.property_fit import HEAD_DIR, head_metrics, load_head
+
+    if not held_out or not os.path.exists(os.path.join(run.run_dir, HEAD_DIR, "head.json")):
+        return None
+    report(f"property head: R2 and MAE on {len(held_out)} test molecules")
+    metrics = head_metrics(run, load_head(run), held_out, notes=notes)
+    flat = {f"{name} {key}": m[key.lower()] for name, m in metrics.items() for key in ("R2", "MAE")}
+    return {**flat, "molecules": min(m["n"] for m in metrics.values())}
 
 
 def _reference_sets(run: Run, test, test_scaffolds, train, moses_run: bool) -> tuple[dict, dict]:

@@ -15,6 +15,7 @@ from seqvae.data.vocabulary import BOS_ID, PAD_ID
 from seqvae.model import randomness
 from seqvae.model.decoder import Decoder
 from seqvae.model.encoder import Encoder
+from seqvae.model.property_head import PropertyHead
 
 
 @contextlib.contextmanager
@@ -33,20 +34,26 @@ class SequenceVAE(keras.Model):
     """Encoder model + reparametrization + decoder model.
 
     ``call(ids)`` with ids ``(B, T)`` (tokens, ``<eos>``, then ``<pad>``) returns a dict with
-    ``logits (B, T, V)`` predicting ``ids``, ``z_mean``, ``z_log_var`` and ``z`` ``(B, L)``.
+    ``logits (B, T, V)`` predicting ``ids``, ``z_mean``, ``z_log_var`` and ``z`` ``(B, L)``, and
+    with ``num_properties`` > 0 ``properties (B, P)``, the property head's prediction from ``z``.
     The noise of the reparametrization and of dropout comes from a stateless ``seed`` ``(2,)``,
     so the same seed gives the same loss eagerly, in ``tf.function`` and under XLA.
     """
 
     def __init__(self, config: ModelConfig, vocab_size: int, max_len: int, bos_id: int | None = BOS_ID,
-                 **kwargs):
+                 num_properties: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         self.vocab_size = vocab_size
         self.max_len = max_len
         self.bos_id = bos_id
+        self.num_properties = num_properties
         self.encoder = Encoder(config, vocab_size, max_len, name="encoder")
         self.decoder = Decoder(config, vocab_size, start_id=bos_id, name="decoder")
+        self.property_head = None
+        if num_properties:  # trained jointly (data.properties): z -> standardised properties
+            self.property_head = PropertyHead(num_properties, config.property_head_depth,
+                                              config.property_head_width, name="property_head")
 
     def build_weights(self) -> "SequenceVAE":
         """Creates every variable by running a dummy batch (needed before restoring weights)."""
@@ -80,11 +87,15 @@ class SequenceVAE(keras.Model):
         if decoder_inputs is None:
             decoder_inputs = self.decoder_inputs(ids)
         logits = self.decoder(z, decoder_inputs, training=training, seed=randomness.fold_in(seed, 1))
-        return {"logits": logits, "z_mean": z_mean, "z_log_var": z_log_var, "z": z}
+        out = {"logits": logits, "z_mean": z_mean, "z_log_var": z_log_var, "z": z}
+        if self.property_head is not None:
+            out["properties"] = self.property_head(z, training=training)  # (B, P)
+        return out
 
     def get_config(self):
         return {"config": vars(self.config), "vocab_size": self.vocab_size,
-                "max_len": self.max_len, "bos_id": self.bos_id}
+                "max_len": self.max_len, "bos_id": self.bos_id,
+                "num_properties": self.num_properties}
 
     @classmethod
     def from_config(cls, config):

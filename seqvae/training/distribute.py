@@ -76,16 +76,18 @@ def replica_slices(batch: np.ndarray, replicas: int) -> list[np.ndarray]:
 
 
 def distributed_batches(strategy: tf.distribute.Strategy, ids: np.ndarray, lengths: np.ndarray,
-                        plan: list[np.ndarray], bucket_width: int) -> Iterator:
+                        plan: list[np.ndarray], bucket_width: int,
+                        targets: np.ndarray | None = None) -> Iterator:
     """Per-replica batches for ``strategy.run``; each replica pads only its own slice.
 
-    The default strategy gets the plain prefetched pipeline of ``data.make_dataset``.
+    The default strategy gets the plain prefetched pipeline of ``data.make_dataset`` (with
+    property ``targets``, the only one that carries them).
     """
     from seqvae.data.batching import make_dataset, padded_length
 
     replicas = strategy.num_replicas_in_sync
     if replicas == 1:
-        return iter(make_dataset(ids, lengths, plan, bucket_width))
+        return iter(make_dataset(ids, lengths, plan, bucket_width, targets))
     if any(len(batch) < replicas for batch in plan):
         plan = [batch for batch in plan if len(batch) >= replicas]  # a replica would get nothing
     max_len = ids.shape[1]

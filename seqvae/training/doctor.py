@@ -112,13 +112,24 @@ def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
     """``check_model_gradients`` of a fresh SequenceVAE for ``config`` and seqvae's objective."""
     from seqvae.training.objective import compute_losses
 
+    from seqvae.data.properties import parse_property_names
+
+    names = parse_property_names(config.data.properties) if config.data.properties else ()
     with precision_policy(config.train.precision):
-        model = SequenceVAE(config.model, vocab_size, int(ids.shape[1])).build_weights()
+        model = SequenceVAE(config.model, vocab_size, int(ids.shape[1]),
+                            num_properties=len(names)).build_weights()
     # Force KL and the rest of the objective on (a weight of 0 at step 0 would hide KL paths).
     tcfg = dataclasses.replace(config.train, kl_schedule="constant",
-                               kl_weight_end=max(config.train.kl_weight_end, 0.1))
+                               kl_weight_end=max(config.train.kl_weight_end, 0.1),
+                               property_weight=max(config.train.property_weight, 0.5))
+    targets = None
+    if names:  # standardised targets, one unknown: the head's loss skips it
+        values = np.random.default_rng(0).standard_normal((int(ids.shape[0]), len(names)))
+        values[0, 0] = np.nan
+        targets = tf.constant(values, tf.float32)
     return check_model_gradients(
-        model, lambda model, batch, step: compute_losses(model, batch, step, tcfg, 1)["loss"],
+        model, lambda model, batch, step: compute_losses(model, batch, step, tcfg, 1,
+                                                         targets=targets)["loss"],
         ids, executions, rtol,
         (config.model.decoder_input, config.model.z_conditioning, config.train.precision))
 

@@ -16,10 +16,16 @@ from seqvae.training import distribute as distribute_lib
 
 
 class InMemoryData:
-    """Sequences encoded once into arrays; batches from ``data.batch_plan``."""
+    """Sequences encoded once into arrays; batches from ``data.batch_plan``.
 
-    def __init__(self, prepared: PreparedData, config: Config, strategy):
+    ``targets``: float32 ``(N, P)`` standardised properties of every row (``data.properties``);
+    batches are then ``(ids, targets)`` pairs.
+    """
+
+    def __init__(self, prepared: PreparedData, config: Config, strategy,
+                 targets: np.ndarray | None = None, properties: dict | None = None):
         self.prepared, self.config, self.strategy = prepared, config, strategy
+        self.targets, self.properties = targets, properties
         self.vocab, self.max_len, self.tokenizer = prepared.vocab, prepared.max_len, prepared.tokenizer
         self.source, self.skipped = prepared.source, prepared.skipped
         self.train_size, self.validation_size = len(prepared.train_index), len(prepared.val_index)
@@ -32,9 +38,10 @@ class InMemoryData:
         dcfg, tcfg, width = self.config.data, self.config.train, self.config.bucket_width()
         plan = batching.batch_plan(self.lengths, tcfg.batch_size, tcfg.seed, epoch, dcfg.bucket)
         self.fractions.append(batching.padding_fraction(self.lengths, plan, width, self.max_len))
+        index = self.prepared.train_index
         batches = distribute_lib.distributed_batches(
-            self.strategy, self.prepared.ids[self.prepared.train_index], self.lengths, plan[skip:],
-            width)
+            self.strategy, self.prepared.ids[index], self.lengths, plan[skip:], width,
+            None if self.targets is None else self.targets[index])
         return zip(batches, (len(batch) for batch in plan[skip:]))
 
     def validation(self):
@@ -43,7 +50,8 @@ class InMemoryData:
         plan = batching.batch_plan(lengths, self.config.train.batch_size, self.config.train.seed, 0,
                                    dcfg.bucket)
         return batching.make_dataset(prepared.ids[prepared.val_index], lengths, plan,
-                                     self.config.bucket_width())
+                                     self.config.bucket_width(),
+                                     None if self.targets is None else self.targets[prepared.val_index])
 
     def padding_fraction(self) -> float | None:
         return float(np.mean(self.fractions)) if self.fractions else None
@@ -51,6 +59,8 @@ class InMemoryData:
 
 class StreamedData:
     """A streamed corpus (``seqvae.streaming``): nothing is held but the vocabulary."""
+
+    properties = None  # streamed corpora carry no property targets
 
     def __init__(self, stream, source: str):
         self.stream, self.source, self.skipped = stream, source, 0
@@ -73,12 +83,26 @@ class StreamedData:
         return 1.0 - self.real / self.computed if self.computed else None
 
 
-def open_training_data(config: Config, data, stored, strict: bool, strategy):
-    """The in-memory or streamed training data of a run (resumed runs reuse their vocabulary)."""
+def open_training_data(config: Config, data, stored, strict: bool, strategy,
+                       run_dir: str | None = None):
+    """The in-memory or streamed training data of a run (resumed runs reuse their vocabulary).
+
+    With ``data.properties`` the properties of every row are computed once (cached in
+    ``RUN_DIR/properties/training.npz``) and standardised with the training split's mean and
+    standard deviation (resumed runs reuse the stored ones).
+    """
+    if config.data.properties and (config.data.streaming or strategy.num_replicas_in_sync > 1):
+        raise SeqvaeError("data.properties (a jointly trained property head) needs in-memory data "
+                          "and the default strategy; fit a head afterwards with "
+                          "'seqvae fit-properties' instead")
     if not config.data.streaming:
         prepared = prepare_data(config.data, data, codec=stored.codec if stored else None,
                                 seed=config.train.seed, strict=strict)
-        return InMemoryData(prepared, config, strategy)
+        if not config.data.properties:
+            return InMemoryData(prepared, config, strategy)
+        targets, properties = property_targets(prepared, config, data, run_dir,
+                                               stored.info.get("properties") if stored else None)
+        return InMemoryData(prepared, config, strategy, targets, properties)
     from seqvae.data import streaming
 
     if strategy.num_replicas_in_sync > 1:
@@ -93,3 +117,52 @@ def open_training_data(config: Config, data, stored, strict: bool, strategy):
                                      config.train.batch_size, config.train.seed,
                                      config.data.validation_fraction, config.bucket_width())
     return StreamedData(stream, data)
+
+
+def property_targets(prepared: PreparedData, config: Config, data, run_dir: str | None,
+                     stored: dict | None = None) -> tuple[np.ndarray, dict]:
+    """Standardised float32 ``(N, P)`` targets of the prepared rows, and ``{"names", "mean",
+    "std"}`` for run.json. RDKit properties are computed on the rows' molecules; ``col:``
+    properties are read from the source's columns, matched by line."""
+    import os
+    import sys
+
+    from seqvae.data import properties as props
+    from seqvae.files import atomic_path
+
+    names = props.parse_property_names(config.data.properties)
+    cache = os.path.join(run_dir, "properties", "training.npz") if run_dir else None
+    values = None
+    if cache and os.path.exists(cache):
+        with np.load(cache, allow_pickle=False) as saved:
+            if saved["names"].tolist() == list(names) and len(saved["values"]) == len(prepared.ids):
+                values = saved["values"]
+    if values is None:
+        print(f"seqvae: computing {', '.join(names)} for {len(prepared.ids)} molecules "
+              "(once; cached in the run directory)", file=sys.stderr, flush=True)
+        values = np.full((len(prepared.ids), len(names)), np.nan)
+        computed = [j for j, name in enumerate(names) if not name.startswith(props.COLUMN_PREFIX)]
+        if computed:
+            values[:, computed] = props.rdkit_properties(prepared.texts, [names[j] for j in computed])
+        columns = [j for j, name in enumerate(names) if name.startswith(props.COLUMN_PREFIX)]
+        if columns:
+            table = props.read_property_table(data, [names[j] for j in columns],
+                                              config.data.column, config.data.limit)
+            by_line = dict(zip(table.line_numbers, table.values))
+            values[:, columns] = np.stack([by_line[line] for line in prepared.line_numbers])
+        if cache:
+            with atomic_path(cache, suffix=".npz") as tmp:
+                np.savez(tmp, names=np.array(names), values=values)
+    unknown = int(np.isnan(values).any(axis=1).sum())
+    if unknown:
+        print(f"seqvae: {unknown} of {len(values)} training rows lack a property value (empty "
+              "cell); the head's loss skips those values", file=sys.stderr)
+    if stored:
+        mean, std = np.array(stored["mean"]), np.array(stored["std"])
+    else:
+        mean, std = props.standardisation(values[prepared.train_index])
+    if np.isnan(mean).any():
+        missing = [names[j] for j in np.flatnonzero(np.isnan(mean))]
+        raise SeqvaeError(f"data.properties: no training row has a value for {', '.join(missing)}")
+    targets = ((values - mean) / std).astype(np.float32)
+    return targets, {"names": list(names), "mean": mean.tolist(), "std": std.tolist()}

@@ -53,7 +53,7 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
     variables = model.trainable_variables
     scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
-    def replica_gradients(ids):
+    def replica_gradients(ids, targets=None):
         """``ids -> (gradients, metrics)``: the clipped gradients, and whether they are finite."""
         context = tf.distribute.get_replica_context()
         replicated = context is not None and context.num_replicas_in_sync > 1
@@ -61,7 +61,8 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         sum_replicas = (lambda x: context.all_reduce("sum", x)) if replicated else None
         with tf.GradientTape() as tape:
             metrics = compute_losses(model, ids, counters["step"], config, total_steps, shard=shard,
-                                     sum_replicas=sum_replicas, grammar=grammar, max_len=max_len)
+                                     sum_replicas=sum_replicas, grammar=grammar, max_len=max_len,
+                                     targets=targets)
             loss = optimizer.scale_loss(metrics["loss"]) if scaling else metrics["loss"]
         if scaling:  # unscaled here so that clipping sees the true norm
             scale = tf.cast(optimizer.dynamic_scale, tf.float32)
@@ -90,8 +91,8 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         metrics["finite"] = tf.cast(finite, tf.float32)  # 1: applied, 0: skipped
         return gradients, metrics
 
-    def replica_step(ids):
-        gradients, metrics = replica_gradients(ids)
+    def replica_step(ids, targets=None):
+        gradients, metrics = replica_gradients(ids, targets)
         if scaling:
             optimizer.apply(gradients, variables)
         else:
@@ -103,14 +104,16 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         return metrics
 
     if strategy.num_replicas_in_sync == 1:
-        def train_step(ids):
-            metrics = replica_step(ids)
+        def train_step(ids, targets=None):
+            metrics = replica_step(ids, targets)
             metrics["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
             counters["step"].assign_add(1)
             counters["batch"].assign_add(1)
             return metrics
 
         signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
+        if model.num_properties:  # and the property targets (B, P)
+            signature.append(tf.TensorSpec([None, model.num_properties], tf.float32))
         return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
 
     # Several replicas: the optimizer's cross-replica update cannot sit inside a tf.cond in the
@@ -188,12 +191,13 @@ def _check_resume_config(stored: Config, given: Config, run_dir: str) -> None:
 
 
 def build_training(config: Config, max_len: int, vocab_size: int, total_steps: int,
-                   strategy: tf.distribute.Strategy | None = None):
+                   strategy: tf.distribute.Strategy | None = None, num_properties: int = 0):
     """Model, optimizer (built, so a checkpoint can restore it) and counters, in the strategy."""
     keras.utils.set_random_seed(config.train.seed)
     with (strategy or tf.distribute.get_strategy()).scope():
         with precision_policy(config.train.precision):
-            model = SequenceVAE(config.model, vocab_size, max_len).build_weights()
+            model = SequenceVAE(config.model, vocab_size, max_len,
+                                num_properties=num_properties).build_weights()
         planned = tf.Variable(total_steps, dtype=tf.int64, trainable=False)
         optimizer = keras.optimizers.Adam(learning_rate=LearningRateSchedule(config.train, planned))
         if config.train.precision == "mixed_float16":  # float16 needs loss scaling
@@ -285,16 +289,19 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         if data is None and stored.info.get("data_source") not in (None, "list", "array"):
             data = stored.info["data_source"]
     source = open_training_data(config, data, stored, strict or not config.data.skip_invalid,
-                                 strategy)
+                                 strategy, run_dir)
+    properties = source.properties  # {"names", "mean", "std"} of a jointly trained head
     if not stored:
         run_lib.write_run_files(run_dir, config, source.vocab, {
             "max_len": source.max_len, "vocab_size": len(source.vocab),
             "tokenizer": source.tokenizer, "data_source": source.source,
-            "train_size": source.train_size, "validation_size": source.validation_size})
+            "train_size": source.train_size, "validation_size": source.validation_size,
+            **({"properties": properties} if properties else {})})
     tcfg = config.train
     total_steps = planned_steps(tcfg, source.steps_per_epoch)
     model, optimizer, counters = build_training(config, source.max_len, len(source.vocab),
-                                                total_steps, strategy)
+                                                total_steps, strategy,
+                                                len(properties["names"]) if properties else 0)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters)
     manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
                                          max_to_keep=tcfg.keep_checkpoints)
@@ -318,11 +325,16 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     grammar = softmax_grammar(config, source.vocab.tokens, source.tokenizer)
     train_step = make_train_step(model, optimizer, tcfg, planned, counters, strategy,
                                  grammar=grammar, max_len=source.max_len)
+    eval_signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)]
+    if properties:
+        eval_signature.append(tf.TensorSpec([None, model.num_properties], tf.float32))
     eval_step = tf.function(
-        lambda ids, step: compute_losses(model, ids, step, tcfg, planned, training=False,
-                                         grammar=grammar, max_len=source.max_len),
-        input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int64)])
-    trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "recon", "kl", "kl_weight")}
+        lambda ids, step, targets=None: compute_losses(
+            model, ids, step, tcfg, planned, training=False, grammar=grammar,
+            max_len=source.max_len, targets=targets),
+        input_signature=eval_signature)
+    trackers = {name: keras.metrics.Mean(name=name) for name in
+                ("loss", "recon", "kl", "kl_weight") + (("property",) if properties else ())}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))
     progress = _Progress(int(planned.numpy()), tcfg.log_every) if chief else None
     workers = distribute_lib.worker_count(strategy)
@@ -367,7 +379,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                 tracker.reset_state()
             for ids, rows in batches:
                 tick = time.monotonic()
-                out = train_step(ids)
+                out = train_step(*ids) if isinstance(ids, tuple) else train_step(ids)
                 values = {k: float(v) for k, v in out.items()}
                 finite = values.pop("finite") >= 1.0
                 train_time += time.monotonic() - tick
@@ -570,10 +582,13 @@ def _stop_reason(config: TrainConfig, step: int, train_time: float, interrupted:
 def _validation_losses(validation_batches, eval_step) -> dict:
     """Mean loss, recon and KL over the validation batches (fixed seeds: comparable passes)."""
     sums, count = {}, 0
-    for i, ids in enumerate(validation_batches):
-        out = eval_step(ids, tf.constant(10**9 + i, tf.int64))
-        for key in ("loss", "recon", "kl"):
-            sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
+    for i, batch in enumerate(validation_batches):
+        ids, targets = batch if isinstance(batch, tuple) else (batch, None)
+        extra = () if targets is None else (targets,)
+        out = eval_step(ids, tf.constant(10**9 + i, tf.int64), *extra)
+        for key in ("loss", "recon", "kl", "property"):
+            if key in out:
+                sums[key] = sums.get(key, 0.0) + float(out[key]) * int(ids.shape[0])
         count += int(ids.shape[0])
     return {f"val_{k}": v / count for k, v in sums.items()} if count else {}
 

@@ -15,6 +15,7 @@ from seqvae.config import TrainConfig
 from seqvae.data.vocabulary import BOS_ID, PAD_ID, UNK_ID
 from seqvae.model import randomness
 from seqvae.model.grammar import SmilesGrammar
+from seqvae.model.property_head import property_loss
 from seqvae.model.vae import SequenceVAE
 from seqvae.training import schedules
 
@@ -144,7 +145,7 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
                    shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
                    sum_replicas: Callable[[tf.Tensor], tf.Tensor] | None = None,
                    grammar: SmilesGrammar | None = None, max_len: int = 0,
-                   ) -> dict[str, tf.Tensor]:
+                   targets: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
     """The training objective on one batch: ``recon_term + kl_weight * KL``.
 
     ``kl`` is summed over latent dimensions and averaged over the batch. ``recon`` (logged) is the
@@ -165,6 +166,9 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
       grammar: a SMILES grammar for ``train.grammar_softmax``: the likelihood is then taken
         over the tokens it allows after each target prefix (``constrained_logits``), with room
         for ``max_len`` tokens, as masked decoding sees them.
+      targets: float ``(B, P)`` standardised properties (NaN where unknown) for a model with a
+        property head: ``config.property_weight * property_loss`` joins the loss, and
+        ``property`` (the MSE) the outputs.
     """
     seed = randomness.fold_in(randomness.as_seed(config.seed), step)
     rows = tf.shape(ids)[0]
@@ -195,5 +199,9 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
         penalised_kl = tf.reduce_sum(tf.where(tf.stop_gradient(whole) >= config.free_bits, kl_dims,
                                               config.free_bits * tf.stop_gradient(share)))
     kl_weight = schedules.kl_weight(step, config, total_steps)
-    return {"loss": recon_term + kl_weight * penalised_kl, "recon": recon, "kl": kl,
-            "kl_weight": tf.cast(kl_weight, tf.float32)}
+    losses = {"loss": recon_term + kl_weight * penalised_kl, "recon": recon, "kl": kl,
+              "kl_weight": tf.cast(kl_weight, tf.float32)}
+    if targets is not None and "properties" in out:
+        losses["property"] = property_loss(targets, out["properties"])
+        losses["loss"] += config.property_weight * losses["property"]
+    return losses

@@ -164,7 +164,9 @@ def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
     from seqvae.training.checkpoints import restore_newest
 
     run = read_run_files(run_dir)
-    model = SequenceVAE(run.config.model, len(run.vocab), run.max_len).build_weights()
+    properties = run.info.get("properties") or {}  # a jointly trained property head
+    model = SequenceVAE(run.config.model, len(run.vocab), run.max_len,
+                        num_properties=len(properties.get("names", []))).build_weights()
     # Training checkpoints also hold every trainable variable under the optimizer
     # (optimizer/_trainable_variables/i); those written before the model named its GRU layers
     # as attributes hold the GRU weights only there. Restoring through both paths, the

@@ -133,3 +133,22 @@ def test_doctor_mixed_precision_gradients_reach_every_weight():
                                  precisions=("mixed_bfloat16", "mixed_float16"))
     assert {r.precision for r in reports} == {"mixed_bfloat16", "mixed_float16"}
     assert all(r.ok for r in reports), doctor.format_reports(reports)
+
+
+def test_property_head_gets_gradients_in_every_decoder_mode():
+    """A jointly trained property head (data.properties): every variable, the head's
+    included, gets a gradient for every decoder input and z conditioning, eager and compiled."""
+    import dataclasses
+
+    from conftest import tiny_config
+    from seqvae.training.doctor import doctor
+
+    config = tiny_config()
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, properties="logp,qed"))
+    reports = doctor(config, vocab_size=12, max_len=8, batch_size=3, executions=("eager",))
+    reports += doctor(config, vocab_size=12, max_len=8, batch_size=3, all_modes=False,
+                      executions=("tf.function", "xla"))
+    assert len(reports) == 9 + 2 and all(r.ok for r in reports), [r.problems for r in reports]
+    plain = doctor(tiny_config(), vocab_size=12, max_len=8, batch_size=3, all_modes=False,
+                   executions=("eager",))
+    assert reports[0].variables == plain[0].variables + 8  # 3 hidden + output layer, kernel + bias

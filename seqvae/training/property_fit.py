@@ -1,0 +1,275 @@
+"""Fitting a property head on a trained run's encodings, saving it, and using it.
+
+``fit_properties(run_dir)`` (``seqvae fit-properties RUN``) computes the properties of the run's
+training molecules (cached in ``RUN/properties/``), encodes them to their posterior means,
+standardises the properties and fits a ``PropertyHead`` by MSE; the head is written to
+``RUN/property_head/`` (``head.json`` with names, standardisation and test metrics, and
+``head.weights.h5``), so an existing run gains a head without retraining the VAE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from seqvae.data import properties as props
+from seqvae.errors import SeqvaeError
+from seqvae.files import atomic_path, write_json_atomic
+from seqvae.training.rundir import Run, load_run
+
+HEAD_DIR = "property_head"
+CACHE_DIR = "properties"
+DEFAULT_PROPERTIES = ("logp", "qed", "sa", "plogp", "mw")
+
+
+@dataclass
+class FittedHead:
+    """A property head with what it needs to speak in the properties' own units."""
+
+    names: tuple[str, ...]
+    mean: np.ndarray  # float64 (P,), the training targets' mean
+    std: np.ndarray  # float64 (P,), their standard deviation
+    model: object  # PropertyHead: z (B, L) -> standardised properties (B, P)
+    info: dict  # head.json
+
+    def predict(self, z: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+        """float64 ``(N, P)`` properties, in their units, of latent vectors ``z (N, L)``."""
+        out = [self.model(np.asarray(z[s:s + batch_size], np.float32)).numpy()
+               for s in range(0, len(z), batch_size)]
+        return np.concatenate(out).astype(np.float64) * self.std + self.mean if out else \
+            np.zeros((0, len(self.names)))
+
+    def index(self, name: str) -> int:
+        if name not in self.names:
+            raise SeqvaeError(f"the property head predicts {', '.join(self.names)}, not {name!r}; "
+                              f"fit it with 'seqvae fit-properties RUN --properties ...,{name}'")
+        return self.names.index(name)
+
+
+def property_table(run: Run, data, names: Sequence[str], limit: int = 0,
+                   cache: bool = True) -> props.PropertyTable:
+    """``props.read_property_table`` of ``data``, cached in ``RUN/properties/`` by source,
+    limit and names (the RDKit work is done once per run)."""
+    names = props.parse_property_names(names)
+    key = hashlib.sha256(repr((str(data), limit, names)).encode()).hexdigest()[:16]
+    path = os.path.join(run.run_dir, CACHE_DIR, f"{key}.npz")
+    if cache and isinstance(data, str) and os.path.exists(path):
+        with np.load(path, allow_pickle=False) as stored:
+            return props.PropertyTable(stored["texts"].tolist(), names, stored["values"],
+                                       stored["line_numbers"].tolist(), str(stored["source"]))
+    table = props.read_property_table(data, names, run.config.data.column, limit)
+    if cache and isinstance(data, str):
+        with atomic_path(path, suffix=".npz") as tmp:
+            np.savez(tmp, texts=np.array(table.texts), values=table.values,
+                     line_numbers=np.array(table.line_numbers), source=np.array(table.source))
+    return table
+
+
+def encoded_table(run: Run, table: props.PropertyTable, notes: list[str]):
+    """``(z_mean (N, L), values (N, P), texts)`` of the rows with every property known that the
+    run can encode; each left-out group gets a note."""
+    from seqvae import inference
+    from seqvae.data.preparation import encode_texts
+
+    note = table.nan_note()
+    if note:
+        notes.append(note)
+    keep = np.flatnonzero(~table.nan_rows())
+    encoded = encode_texts(run.codec, [table.texts[i] for i in keep], on_error="skip",
+                           check_molecules=False)
+    if encoded.problems:
+        notes.append(f"{table.source}: {len(encoded.problems)} molecules the run cannot encode "
+                     "(tokens outside its vocabulary or too long); left out")
+    if not len(encoded.ids):
+        raise SeqvaeError(f"{table.source}: no molecule with known properties that the run can encode")
+    means, _ = inference.encode_batches(run, encoded.ids)
+    rows = keep[encoded.kept]
+    return means, table.values[rows], encoded.texts
+
+
+def fit_head(z: np.ndarray, values: np.ndarray, depth: int = 3, width: int = 67,
+             epochs: int = 60, batch_size: int = 256, learning_rate: float = 1e-3,
+             validation_fraction: float = 0.05, seed: int = 0):
+    """Fits a ``PropertyHead`` to ``z (N, L) -> values (N, P)`` by MSE on standardised values.
+
+    Adam with minibatches; the weights of the epoch with the lowest loss on a held-out
+    ``validation_fraction`` are kept.
+
+    Returns:
+      ``(head, mean (P,), std (P,), history)``, history a list of ``(train, validation)`` MSEs.
+    """
+    import keras
+    import tensorflow as tf
+
+    from seqvae.model.property_head import PropertyHead, property_loss
+
+    keras.utils.set_random_seed(seed)
+    mean, std = props.standardisation(values)
+    targets = ((values - mean) / std).astype(np.float32)
+    z = np.asarray(z, np.float32)
+    order = np.random.default_rng(seed).permutation(len(z))
+    n_val = int(len(z) * validation_fraction) if len(z) >= 20 else 0
+    val, train = order[:n_val], order[n_val:]
+    head = PropertyHead(values.shape[1], depth, width).build_weights(z.shape[1])
+    optimizer = keras.optimizers.Adam(learning_rate)
+
+    @tf.function(reduce_retracing=True)
+    def step(zb, yb):
+        with tf.GradientTape() as tape:
+            loss = property_loss(yb, head(zb, training=True))
+        optimizer.apply(tape.gradient(loss, head.trainable_variables), head.trainable_variables)
+        return loss
+
+    rng, history = np.random.default_rng(seed + 1), []
+    best, best_weights = float("inf"), head.get_weights()
+    for _ in range(epochs):
+        shuffled = rng.permutation(train)
+        losses = [float(step(z[b], targets[b]))
+                  for b in np.array_split(shuffled, max(1, len(shuffled) // batch_size))]
+        val_loss = (float(property_loss(targets[val], head(z[val]))) if n_val else float(np.mean(losses)))
+        history.append((float(np.mean(losses)), val_loss))
+        if val_loss < best:
+            best, best_weights = val_loss, head.get_weights()
+    head.set_weights(best_weights)
+    return head, mean, std, history
+
+
+def regression_metrics(values: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> dict:
+    """``{name: {"r2", "mae", "n"}}``: R² = 1 - SS_res / SS_tot and the mean absolute error, in
+    the property's units, over the rows where the true value is known."""
+    out = {}
+    for j, name in enumerate(names):
+        known = ~np.isnan(values[:, j])
+        y, p = values[known, j], predicted[known, j]
+        total = float(np.sum((y - y.mean()) ** 2)) if len(y) else 0.0
+        out[name] = {"r2": 1.0 - float(np.sum((y - p) ** 2)) / total if total > 0 else float("nan"),
+                     "mae": float(np.mean(np.abs(y - p))) if len(y) else float("nan"),
+                     "n": int(len(y))}
+    return out
+
+
+def head_metrics(run: Run, head: FittedHead, data, limit: int = 0,
+                 notes: list[str] | None = None) -> dict:
+    """``regression_metrics`` of the head on molecules ``data`` (path, ``moses:SPLIT``, list)."""
+    notes = [] if notes is None else notes
+    table = property_table(run, data, head.names, limit)
+    z, values, _ = encoded_table(run, table, notes)
+    return regression_metrics(values, head.predict(z), head.names)
+
+
+def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES, data=None,
+                   limit: int = 50_000, test="default", test_limit: int = 10_000,
+                   epochs: int = 60, batch_size: int = 256, learning_rate: float = 1e-3,
+                   seed: int = 0, progress: Callable[[str], None] | None = None) -> dict:
+    """Fits a property head on a run's encodings and saves it in ``RUN/property_head/``.
+
+    Args:
+      run_dir: a trained run directory.
+      names: properties (``seqvae.data.properties``), a list or ``"logp,qed"``.
+      data: the molecules to fit on; None = the run's training source (``run.json``).
+      limit: the first this many molecules of ``data`` (0 = all).
+      test: molecules for the R²/MAE report; ``"default"`` = MOSES's test split for a MOSES
+        run, none otherwise; None skips the report.
+      test_limit: the first this many test molecules (0 = all).
+      epochs, batch_size, learning_rate, seed: the fit (``fit_head``). The head's shape is the
+        run's ``model.property_head_depth`` and ``model.property_head_width``.
+      progress: called with status lines.
+
+    Returns:
+      The saved ``head.json`` contents: names, mean, std, sizes, ``test`` metrics, notes.
+    """
+    report = progress or (lambda line: None)
+    run = load_run(run_dir)
+    if not run.codec.molecules:
+        raise SeqvaeError(f"{run.run_dir}: properties need a molecule run (smiles or selfies), "
+                          f"this one is {run.info['tokenizer']!r}")
+    names = props.parse_property_names(names)
+    data = data if data is not None else run.info.get("data_source")
+    if data is None:
+        raise SeqvaeError(f"{run.run_dir}: run.json names no training data; give --data")
+    notes: list[str] = []
+    report(f"computing {', '.join(names)} for {f'up to {limit}' if limit else 'all'} molecules "
+           f"of {data}")
+    table = property_table(run, data, names, limit)
+    report(f"encoding {len(table.texts)} molecules")
+    z, values, _ = encoded_table(run, table, notes)
+    report(f"fitting the head on {len(z)} encodings")
+    depth, width = run.config.model.property_head_depth, run.config.model.property_head_width
+    head, mean, std, history = fit_head(z, values, depth, width, epochs, batch_size,
+                                        learning_rate, seed=seed)
+    info = {"names": list(names), "mean": mean.tolist(), "std": std.tolist(), "depth": depth,
+            "width": width, "latent_dim": int(z.shape[1]), "fitted_on": str(data),
+            "fit_molecules": int(len(z)), "epochs": epochs,
+            "final_mse": {"train": history[-1][0], "validation": min(v for _, v in history)},
+            "notes": notes, "test": None}
+    fitted = FittedHead(names, mean, std, head, info)
+    if test == "default":
+        test = "moses:test" if str(run.info.get("data_source", "")).startswith("moses:") else None
+    if test is not None:
+        report(f"R² and MAE on {test_limit or 'all'} molecules of {test}")
+        info["test"] = head_metrics(run, fitted, test, test_limit, notes)
+        info["test_source"] = str(test)
+    save_head(run.run_dir, fitted)
+    return info
+
+
+def save_head(run_dir: str, head: FittedHead) -> str:
+    """Writes ``RUN/property_head/head.weights.h5`` and ``head.json``; returns the folder."""
+    folder = os.path.join(run_dir, HEAD_DIR)
+    os.makedirs(folder, exist_ok=True)
+    with atomic_path(os.path.join(folder, "head.weights.h5"), suffix=".weights.h5") as tmp:
+        head.model.save_weights(tmp)
+    write_json_atomic(os.path.join(folder, "head.json"), head.info)
+    return folder
+
+
+def load_head(run: Run) -> FittedHead:
+    """The property head of a run: the one fitted afterwards (``RUN/property_head/``), else the
+    one trained jointly with the VAE (``data.properties``)."""
+    from seqvae.model.property_head import PropertyHead
+
+    folder = os.path.join(run.run_dir, HEAD_DIR)
+    path = os.path.join(folder, "head.json")
+    joint = run.info.get("properties")
+    if not os.path.exists(path) and joint and getattr(run.model, "property_head", None) is not None:
+        return FittedHead(tuple(joint["names"]), np.array(joint["mean"]), np.array(joint["std"]),
+                          run.model.property_head, {"names": joint["names"], "joint": True})
+    if not os.path.exists(path):
+        raise SeqvaeError(f"{run.run_dir}: has no property head; fit one with "
+                          f"'seqvae fit-properties {run.run_dir}'")
+    import json
+
+    try:
+        with open(path) as handle:
+            info = json.load(handle)
+        model = PropertyHead(len(info["names"]), info["depth"], info["width"])
+        model.build_weights(info["latent_dim"])
+        model.load_weights(os.path.join(folder, "head.weights.h5"))
+    except (ValueError, KeyError, OSError) as error:
+        raise SeqvaeError(f"{folder}: corrupted property head ({str(error).splitlines()[0][:150]}); "
+                          "fit it again with 'seqvae fit-properties'") from None
+    return FittedHead(tuple(info["names"]), np.array(info["mean"]), np.array(info["std"]),
+                      model, info)
+
+
+def predict(run: Run, data, head: FittedHead | None = None) -> tuple[list[str], np.ndarray]:
+    """``(texts, properties (N, P))`` predicted from the encodings of ``data`` (invalid or
+    unencodable lines are left out with a note on stderr)."""
+    from seqvae import inference
+
+    head = head or load_head(run)
+    encoded = inference.encode_ids(run, data)
+    means, _ = inference.encode_batches(run, encoded.ids)
+    return encoded.texts, head.predict(means)
+
+
+def print_metrics(metrics: dict, file=sys.stdout) -> None:
+    """A table: property, R², MAE, molecules."""
+    print(f"{'property':<12} {'R2':>7} {'MAE':>9} {'n':>7}", file=file)
+    for name, m in metrics.items():
+        print(f"{name:<12} {m['r2']:>7.3f} {m['mae']:>9.4f} {m['n']:>7}", file=file)

@@ -1,0 +1,91 @@
+"""Fitting, saving, loading and using a property head on a tiny run."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import HELD_OUT, SMILES
+from seqvae.errors import SeqvaeError
+from seqvae.training import property_fit
+
+
+def test_fit_head_learns_a_smooth_function():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((2000, 6)).astype(np.float32)
+    values = np.stack([3 * z[:, 0] - z[:, 1] + 10, np.tanh(z[:, 2])], axis=1)
+    values[::50, 1] = np.nan  # unknown targets are skipped
+    head, mean, std, history = property_fit.fit_head(z, values, epochs=20, seed=0)
+    test = rng.standard_normal((500, 6)).astype(np.float32)
+    truth = np.stack([3 * test[:, 0] - test[:, 1] + 10, np.tanh(test[:, 2])], axis=1)
+    predicted = head(test).numpy() * std + mean
+    metrics = property_fit.regression_metrics(truth, predicted, ["a", "b"])
+    assert metrics["a"]["r2"] > 0.98 and metrics["b"]["r2"] > 0.9
+    assert history[-1][0] < history[0][0]
+
+
+def test_regression_metrics_by_hand():
+    values = np.array([[1.0], [2.0], [3.0], [np.nan]])
+    predicted = np.array([[1.0], [2.0], [4.0], [0.0]])
+    m = property_fit.regression_metrics(values, predicted, ["x"])["x"]
+    assert m == {"r2": pytest.approx(1 - 1 / 2), "mae": pytest.approx(1 / 3), "n": 3}
+
+
+def test_fit_save_load_predict(run):
+    info = property_fit.fit_properties(run.run_dir, "logp,qed", data=SMILES, limit=0,
+                                       test=HELD_OUT, epochs=3)
+    assert info["names"] == ["logp", "qed"] and info["fit_molecules"] == len(SMILES)
+    assert set(info["test"]) == {"logp", "qed"} and info["test"]["logp"]["n"] == len(HELD_OUT)
+    saved = json.load(open(os.path.join(run.run_dir, "property_head", "head.json")))
+    assert saved["depth"] == 3 and saved["width"] == 67
+    head = property_fit.load_head(run)
+    texts, values = property_fit.predict(run, HELD_OUT[:3], head)
+    assert texts == HELD_OUT[:3] and values.shape == (3, 2) and np.all(np.isfinite(values))
+    with pytest.raises(SeqvaeError, match="not 'sa'"):
+        head.index("sa")
+    from seqvae.evaluation.evaluate import _property_metrics  # what evaluate reports
+
+    metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
+    assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
+    assert metrics["molecules"] == len(HELD_OUT)
+
+
+def test_missing_head_is_a_one_line_error(tmp_path, run):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run.run_dir, copy, ignore=shutil.ignore_patterns("property_head"))
+    from seqvae.training.rundir import load_run
+
+    with pytest.raises(SeqvaeError, match="has no property head; fit one with"):
+        property_fit.load_head(load_run(str(copy)))
+
+
+def test_jointly_trained_head(tmp_path):
+    """data.properties trains the head with the VAE; the run's head then predicts them."""
+    import dataclasses
+
+    from conftest import tiny_config
+    from seqvae.training.loop import train
+    from seqvae.training.rundir import load_run
+
+    config = tiny_config()
+    config = dataclasses.replace(
+        config, data=dataclasses.replace(config.data, properties="logp,qed"),
+        train=dataclasses.replace(config.train, max_steps=6, epochs=1000))
+    run_dir = str(tmp_path / "joint")
+    train(config, run_dir, data=SMILES)
+    run = load_run(run_dir)
+    assert run.info["properties"]["names"] == ["logp", "qed"]
+    assert os.path.exists(os.path.join(run_dir, "properties", "training.npz"))
+    records = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    assert all("property" in r for r in records if r["kind"] == "step")
+    assert any("val_property" in r for r in records)
+    head = property_fit.load_head(run)
+    assert head.info["joint"] and head.names == ("logp", "qed")
+    texts, values = property_fit.predict(run, HELD_OUT[:2], head)
+    assert values.shape == (2, 2) and np.all(np.isfinite(values))
+    # the checkpoint holds the head: a second load predicts the same
+    again = property_fit.predict(load_run(run_dir), HELD_OUT[:2])[1]
+    np.testing.assert_allclose(values, again, rtol=1e-6)
