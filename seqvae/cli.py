@@ -299,6 +299,14 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_explore(args) -> int:
+    from seqvae.explore.server import serve
+
+    serve(args.run_dir, args.molecules, n=args.n, port=args.port, host=args.host,
+          projection=args.projection)
+    return 0
+
+
 EXAMPLES = {
     "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume\n  seqvae train 'shards/*.smi.gz' --stream --out runs/big",
     "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
@@ -310,6 +318,7 @@ EXAMPLES = {
     "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --all-precisions\n  seqvae doctor --set model.decoder_layers=1",
     "demo": "seqvae demo --out runs/demo",
     "export": "seqvae export runs/demo --out exported/seqvae/1",
+    "explore": "seqvae explore runs/demo\n  seqvae explore runs/mine --molecules mine.smi --n 2000 --port 8051",
 }
 
 
@@ -463,6 +472,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-precisions", action="store_true",
                    help="also check mixed_bfloat16 and mixed_float16 (default: the config's precision)")
     _add_config_options(p, with_stop=False)
+
+    p = command("explore", cmd_explore, "explore the latent space in the browser: map, click to "
+                "decode, neighbours, interpolation, samples (needs seqvae[explore])")
+    p.add_argument("run_dir")
+    p.add_argument("--molecules", default="moses:test",
+                   help="molecules to map: a file or moses:SPLIT (default: moses:test)")
+    p.add_argument("--n", type=int, default=5000, help="map the first N molecules (default 5000)")
+    p.add_argument("--projection", choices=("pca", "umap"), default="pca",
+                   help="pca (default) or umap (needs umap-learn); cached in RUN_DIR/explore/")
+    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
     return parser
 
 

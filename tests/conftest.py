@@ -51,3 +51,10 @@ HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1
 def run(tmp_path_factory):
     """A tiny run trained for 20 steps on SMILES, once per test module."""
     return train_tiny_run(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture(scope="session")
+def tiny_run_dir(tmp_path_factory) -> str:
+    """The directory of a tiny run trained once per test session (tests that only read it, or
+    write beside its files, share it)."""
+    return train_tiny_run(tmp_path_factory.mktemp("shared-run")).run_dir
