@@ -212,7 +212,13 @@ def build_app(explorer: Explorer):
     def show_interpolation(result):
         if not result:
             return []
-        return [_card(html, entry, f"t={entry['t']:.2f}") for entry in result["path"]]
+        path = result["path"]
+        inner = path[1:-1]
+        title = (f"{result['start']} → {result['end']} ({'slerp' if result['slerp'] else 'linear'}"
+                 f", {result['decoding']}): {sum(e['valid'] for e in inner)}/{len(inner)} "
+                 f"intermediate steps valid")
+        return [html.Div(title, className="note strip-title", style={"width": "100%"})] + [
+            _card(html, entry, f"t={entry['t']:.2f}") for entry in path]
 
     @app.callback(Output("samples", "data"), Output("sample-message", "children"),
                   Input("sample-button", "n_clicks"), State("temperature", "value"),

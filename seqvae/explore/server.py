@@ -30,12 +30,14 @@ def serve(run_dir: str, molecules="moses:test", n: int = 5000, port: int = 8050,
     """
     from seqvae.explore.app import build_app, require_dash
 
-    require_dash()  # before the minutes of loading, not after
-    check_port(host, port)
     from seqvae.explore.explorer import Explorer
     from seqvae.explore.latent_map import build_map
     from seqvae.explore.property_head import find_property_head
-    from seqvae.training.rundir import load_run
+    from seqvae.training.rundir import load_run, read_run_files
+
+    require_dash()  # these checks before the minutes of loading, not after
+    read_run_files(run_dir)
+    check_port(host, port)
 
     run = load_run(run_dir)
     if not run.codec.molecules:
