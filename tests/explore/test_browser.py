@@ -142,6 +142,19 @@ def test_hover_and_click_show_the_molecule_and_its_neighbours(browser, shots):
     browser.save_screenshot(str(shots / "3-clicked.png"))
 
 
+def test_the_shown_neighbours_export_as_csv(browser, tmp_path):
+    browser.execute_cdp_cmd("Page.setDownloadBehavior",
+                            {"behavior": "allow", "downloadPath": str(tmp_path)})
+    browser.find_element("css selector", "button[id*='neighbours'][id*='csv']").click()
+    saved = tmp_path / "neighbours.csv"
+    _wait(browser, lambda d: saved.exists() and saved.read_text().count("\n") == 13,
+          "neighbours.csv with a header and 12 rows")
+    shown = [card.get_attribute("title") for card in _cards(browser, "neighbours")]
+    lines = saved.read_text().splitlines()
+    assert lines[0] == "smiles,valid,similarity,x,y"
+    assert [line.split(",")[0] for line in lines[1:]] == shown
+
+
 def _interpolate(driver, start: str, end: str):
     from selenium.webdriver.common.keys import Keys
 
