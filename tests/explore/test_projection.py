@@ -64,3 +64,16 @@ def test_bad_requests_are_one_line_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "umap", None)  # as if umap-learn were not installed
     with pytest.raises(SeqvaeError, match="pip install umap-learn"):
         projection.fit_projection("umap", _points())
+
+
+def test_umap_fits_places_new_points_and_round_trips(tmp_path):
+    pytest.importorskip("umap", reason="umap-learn is not installed (it is optional)")
+    z = _points()[:60].astype(np.float32)
+    fitted = projection.fit_projection("umap", z)
+    coords = fitted.transform(z[:5])
+    assert coords.shape == (5, 2) and np.isfinite(coords).all()
+    path = projection.projection_file(str(tmp_path), "key", "umap")
+    assert path.endswith(".pkl")
+    fitted.save(path)
+    np.testing.assert_allclose(projection.load_projection(path, "umap").transform(z[:5]), coords,
+                               atol=1e-3)
