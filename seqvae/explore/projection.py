@@ -105,7 +105,9 @@ def require_umap():
     try:
         import umap
     except ImportError:
-        raise SeqvaeError("--projection umap needs umap-learn: pip install umap-learn") from None
+        umap = None
+    if not hasattr(umap, "UMAP"):  # also a leftover folder that imports as an empty namespace
+        raise SeqvaeError("--projection umap needs umap-learn: pip install umap-learn")
     return umap
 
 
