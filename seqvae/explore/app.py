@@ -118,8 +118,16 @@ def build_app(explorer: Explorer):
                   Input("interpolation", "data"), Input("samples", "data"),
                   Input("optimisation", "data"))
     def draw_map(colour, selection, interpolation, samples, optimisation):
-        return _figure(latent, colour, {"selection": selection, "interpolation": interpolation,
-                                        "samples": samples, "optimisation": optimisation})
+        overlays = {"selection": selection, "interpolation": interpolation, "samples": samples,
+                    "optimisation": optimisation}
+        if ctx.triggered_id in (None, "colour"):
+            return _figure(latent, colour, overlays)
+        changed = {"selection": ("neighbours", "selected")}.get(ctx.triggered_id,
+                                                               (ctx.triggered_id,))
+        shown, patch = _overlay_traces(overlays), dash.Patch()
+        for name in changed:
+            patch["data"][1 + OVERLAYS.index(name)] = shown[name]
+        return patch
 
     @app.callback(Output("map-tooltip", "show"), Output("map-tooltip", "bbox"),
                   Output("map-tooltip", "children"), Input("map", "hoverData"),
@@ -420,44 +428,54 @@ def _point_molecule(latent, point: dict) -> tuple[str, int | None]:
     return str(data), None
 
 
+# The map's traces after the molecules, always present (empty when nothing is shown), so that a
+# change of one shown set patches its trace instead of sending every point again.
+OVERLAYS = ("neighbours", "selected", "interpolation", "samples", "optimisation")
+
+
+def _overlay_traces(overlays: dict) -> dict[str, dict]:
+    """A Plotly trace per name of ``OVERLAYS`` from the page's stores (selection, ...)."""
+
+    def trace(name, entries, symbol, colour, mode="markers", size=9):
+        return {"type": "scatter", "mode": mode, "name": name, "showlegend": bool(entries),
+                "x": [e["x"] for e in entries], "y": [e["y"] for e in entries],
+                "customdata": [e["smiles"] for e in entries], "hoverinfo": "none",
+                "marker": {"symbol": [symbol if e.get("valid", True) else "x-thin-open"
+                                      for e in entries], "size": size, "color": colour,
+                           "line": {"width": 1, "color": colour}},
+                "line": {"color": colour, "width": 2}}
+
+    selection = overlays.get("selection") or {}
+    selected = [{"x": selection["x"], "y": selection["y"], "smiles": selection["smiles"]}
+                ] if selection else []
+    return {"neighbours": trace("neighbours", selection.get("neighbours", []), "circle-open",
+                                "#e67e22"),
+            "selected": trace("selected", selected, "star", "#c0392b", size=16),
+            "interpolation": trace("interpolation", (overlays.get("interpolation") or {})
+                                   .get("path", []), "circle", "#8e44ad", mode="lines+markers"),
+            "samples": trace("samples", (overlays.get("samples") or {}).get("molecules", []),
+                             "diamond", "#16a085"),
+            "optimisation": trace("optimisation", (overlays.get("optimisation") or {})
+                                  .get("path", []), "triangle-up", "#2980b9",
+                                  mode="lines+markers")}
+
+
 def _figure(latent, colour: str, overlays: dict) -> dict:
-    """The map as a Plotly figure dict: every molecule (WebGL) plus the shown sets."""
+    """The map as a Plotly figure dict: every molecule (WebGL), then the ``OVERLAYS``."""
     values = latent.properties.get(colour)
     colour_list = [None if v != v else float(v) for v in values] if values is not None else None
     label = dict(COLOURS).get(colour, colour)
-    traces = [{"type": "scattergl", "mode": "markers", "name": "molecules",
-               "x": latent.coords[:, 0].tolist(), "y": latent.coords[:, 1].tolist(),
-               "customdata": list(range(len(latent))), "hoverinfo": "none",
-               "marker": {"size": 5, "opacity": 0.75, "color": colour_list,
-                          "colorscale": "Viridis", "showscale": True,
-                          "colorbar": {"title": {"text": label}, "thickness": 12}}}]
-
-    def overlay(name, entries, symbol, colour_, mode="markers", size=9):
-        traces.append({"type": "scatter", "mode": mode, "name": name,
-                       "x": [e["x"] for e in entries], "y": [e["y"] for e in entries],
-                       "customdata": [e["smiles"] for e in entries], "hoverinfo": "none",
-                       "marker": {"symbol": [symbol if e.get("valid", True) else "x-thin-open"
-                                             for e in entries], "size": size, "color": colour_,
-                                  "line": {"width": 1, "color": colour_}},
-                       "line": {"color": colour_, "width": 2}})
-
-    selection = overlays.get("selection")
-    if selection:
-        overlay("neighbours", selection["neighbours"], "circle-open", "#e67e22")
-        overlay("selected", [{"x": selection["x"], "y": selection["y"],
-                              "smiles": selection["smiles"]}], "star", "#c0392b", size=16)
-    if overlays.get("interpolation"):
-        overlay("interpolation", overlays["interpolation"]["path"], "circle", "#8e44ad",
-                mode="lines+markers")
-    if overlays.get("samples"):
-        overlay("samples", overlays["samples"]["molecules"], "diamond", "#16a085")
-    if overlays.get("optimisation"):
-        overlay("optimisation", overlays["optimisation"]["path"], "triangle-up", "#2980b9",
-                mode="lines+markers")
+    points = {"type": "scattergl", "mode": "markers", "name": "molecules",
+              "x": latent.coords[:, 0].tolist(), "y": latent.coords[:, 1].tolist(),
+              "customdata": list(range(len(latent))), "hoverinfo": "none",
+              "marker": {"size": 5, "opacity": 0.75, "color": colour_list,
+                         "colorscale": "Viridis", "showscale": True,
+                         "colorbar": {"title": {"text": label}, "thickness": 12}}}
+    shown = _overlay_traces(overlays)
     titles = latent.projection.axis_titles()
-    return {"data": traces, "layout": {
+    return {"data": [points] + [shown[name] for name in OVERLAYS], "layout": {
         "uirevision": "map", "dragmode": "pan", "hovermode": "closest",
         "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
         "xaxis": {"title": {"text": titles[0]}, "zeroline": False},
         "yaxis": {"title": {"text": titles[1]}, "zeroline": False},
-        "legend": {"orientation": "h", "y": 1.02, "x": 0}, "showlegend": len(traces) > 1}}
+        "legend": {"orientation": "h", "y": 1.02, "x": 0}, "showlegend": True}}

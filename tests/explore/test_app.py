@@ -33,19 +33,21 @@ def test_exports_write_smi_and_csv():
 def test_the_figure_draws_every_point_and_the_shown_sets():
     latent = _map()
     figure = app._figure(latent, "logp", {})
-    (points,) = figure["data"]
+    points = figure["data"][0]
     assert points["type"] == "scattergl" and len(points["x"]) == 3
-    assert points["marker"]["color"] == pytest.approx([-0.5, 1.7, None], nan_ok=True)
+    assert points["marker"]["color"][:2] == pytest.approx([-0.5, 1.7])
     assert points["marker"]["color"][2] is None  # NaN is not JSON
     assert figure["layout"]["uirevision"] == "map"  # zoom and pan survive updates
+    assert [t["name"] for t in figure["data"][1:]] == list(app.OVERLAYS)
+    assert not any(t["x"] or t["showlegend"] for t in figure["data"][1:])  # nothing shown yet
     selection = {"x": 0.0, "y": 0.0, "smiles": "CCO", "neighbours": ROWS}
     figure = app._figure(latent, "length", {"selection": selection,
                                             "interpolation": {"path": ROWS}})
-    names = [trace["name"] for trace in figure["data"]]
-    assert names == ["molecules", "neighbours", "selected", "interpolation"]
-    neighbours = figure["data"][1]
-    assert neighbours["customdata"] == ["CCO", "C1C"]
-    assert neighbours["marker"]["symbol"] == ["circle-open", "x-thin-open"]  # invalid marked
+    shown = {t["name"]: t for t in figure["data"][1:] if t["showlegend"]}
+    assert list(shown) == ["neighbours", "selected", "interpolation"]
+    assert shown["neighbours"]["customdata"] == ["CCO", "C1C"]
+    assert shown["neighbours"]["marker"]["symbol"] == ["circle-open", "x-thin-open"]  # invalid
+    assert shown["selected"]["x"] == [0.0] and shown["interpolation"]["mode"] == "lines+markers"
 
 
 def test_points_of_the_map_and_of_overlays_name_their_molecule():

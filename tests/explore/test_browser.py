@@ -103,6 +103,14 @@ def _point_offset(driver, index: int):
                 ya._offset + ya.l2p(trace.y[arguments[0]])];""", index)
 
 
+def _trace_points(driver, name: str) -> int:
+    """Points of the map's trace ``name`` as drawn (0 when it has none)."""
+    return driver.execute_script("""
+        const gd = document.querySelector('#map .js-plotly-plot');
+        const trace = (gd._fullData || []).find(t => t.name === arguments[0]);
+        return trace && trace.x ? trace.x.length : 0;""", name)
+
+
 def _point_count(driver):
     return driver.execute_script("""
         const gd = document.querySelector('#map .js-plotly-plot');
@@ -139,6 +147,9 @@ def test_hover_and_click_show_the_molecule_and_its_neighbours(browser, shots):
     for card in _cards(browser, "neighbours"):  # validity and similarity under each
         note = card.find_element("class name", "note").text
         assert note == "invalid" or note.startswith("valid"), note
+    _wait(browser, lambda d: _trace_points(d, "neighbours") == 12, "the neighbours on the map")
+    assert _trace_points(browser, "selected") == 1
+    assert _point_count(browser) == len(MOLECULES)  # the map's own points are still there
     browser.save_screenshot(str(shots / "3-clicked.png"))
 
 
@@ -174,6 +185,7 @@ def test_interpolation_between_typed_smiles(browser, shots):
     labels = [card.find_element("class name", "label").text for card in _cards(browser, "strip")]
     assert labels[0] == "t=0.00" and labels[-1] == "t=1.00"
     assert all(note == "invalid" or note.startswith("valid") for note in notes)
+    _wait(browser, lambda d: _trace_points(d, "interpolation") == 8, "the path on the map")
     browser.save_screenshot(str(shots / "4-interpolation.png"))
 
 
