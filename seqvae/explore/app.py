@@ -47,6 +47,7 @@ header span { margin-left: 12px; font-size: 13px; opacity: 0.85; }
 .row { display: flex; gap: 6px; align-items: center; margin: 4px 0; font-size: 13px; }
 .row input[type=text] { flex: 1; font-family: monospace; padding: 3px; }
 .section-title { font-weight: 600; margin: 8px 0 4px; font-size: 14px; }
+.strip-title { font-size: 13px; color: #333; margin: 4px 0; }
 button { font-size: 13px; padding: 3px 10px; cursor: pointer; }
 """
 
