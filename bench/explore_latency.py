@@ -110,9 +110,14 @@ def main(argv=None) -> int:
     parser.add_argument("--shots", default="explore-shots")
     args = parser.parse_args(argv)
     os.makedirs(args.shots, exist_ok=True)
+    started_at = time.monotonic()
     process, url, start_seconds = start_server(args.run_dir, args.molecules, args.n,
                                                os.path.join(args.shots, "server.log"))
     print(f"server ready in {start_seconds:.1f}s")
+    log_path = os.path.join(args.shots, "server.log")
+    while "beam search traced" not in open(log_path).read():  # measure the steady state
+        time.sleep(0.2)
+    print(f"beam search traced {time.monotonic() - started_at:.1f}s after the start")
     driver = open_browser()
     try:
         started = time.monotonic()

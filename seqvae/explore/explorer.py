@@ -10,6 +10,7 @@ molecule, None when either is invalid; x, y: its place on the map).
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -53,10 +54,12 @@ class Explorer:
 
     # --- start-up ----------------------------------------------------------------------------
 
-    def warm_up(self, background_beam: bool = True) -> None:
+    def warm_up(self, background_beam: bool = True,
+                on_beam_ready: Callable[[], None] | None = None) -> None:
         """Traces the encoder and the decoders once each for any batch size (a ``None`` batch
         dimension, which every later call matches); beam search, the slowest to trace, in a
-        background thread when ``background_beam`` (a beam request waits for it)."""
+        background thread when ``background_beam`` (a beam request waits for it), calling
+        ``on_beam_ready`` when done."""
         z_spec = tf.TensorSpec([None, self.latent_dim], tf.float32)
         seed_spec = tf.TensorSpec([2], tf.int32)
         self._encoder.get_concrete_function(tf.TensorSpec([None, self.run.max_len], tf.int32))
@@ -72,6 +75,8 @@ class Explorer:
                 self._beam(tf.zeros((1, self.latent_dim)), tf.constant([0, 0]))
             finally:
                 self._beam_ready.set()
+            if on_beam_ready is not None:
+                on_beam_ready()
 
         if background_beam:
             self._beam_ready.clear()

@@ -46,7 +46,8 @@ def serve(run_dir: str, molecules="moses:test", n: int = 5000, port: int = 8050,
     latent_map = build_map(run, molecules, n, projection)
     explorer = Explorer(run, latent_map, find_property_head(run))
     _note("tracing the decoders")
-    explorer.warm_up()
+    explorer.warm_up(on_beam_ready=lambda: _note("beam search traced: the beam switch answers "
+                                                  "without waiting"))
     app = build_app(explorer)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     if host not in ("127.0.0.1", "localhost", "::1"):
