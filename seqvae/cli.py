@@ -411,6 +411,14 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def cmd_explore(args) -> int:
+    from seqvae.explore.server import serve
+
+    serve(args.run_dir, args.molecules, n=args.n, port=args.port, host=args.host,
+          projection=args.projection)
+    return 0
+
+
 EXAMPLES = {
     "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume\n  seqvae train 'shards/*.smi.gz' --stream --out runs/big",
     "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
@@ -426,6 +434,7 @@ EXAMPLES = {
     "fit-properties": "seqvae fit-properties runs/demo\n  seqvae fit-properties runs/mine --data assay.csv --properties logp,col:pIC50",
     "predict": "seqvae predict runs/demo molecules.smi --out predictions.csv",
     "optimize": "seqvae optimize runs/demo --objective plogp --start 'CCOc1ccccc1' --similarity 0.4 --out results.csv --trajectory path.csv\n  seqvae optimize runs/demo --objective qed -n 800 --out best.csv",
+    "explore": "seqvae explore runs/demo\n  seqvae explore runs/mine --molecules mine.smi --n 2000 --port 8051",
 }
 
 
@@ -644,6 +653,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="results CSV (one row per start)")
     p.add_argument("--trajectory", help="CSV of every decoded point of every path")
     _add_grammar_option(p)
+    p = command("explore", cmd_explore, "explore the latent space in the browser: map, click to "
+                "decode, neighbours, interpolation, samples (needs seqvae[explore])")
+    p.add_argument("run_dir")
+    p.add_argument("--molecules", default="moses:test",
+                   help="molecules to map: a file or moses:SPLIT (default: moses:test)")
+    p.add_argument("--n", type=int, default=5000, help="map the first N molecules (default 5000)")
+    p.add_argument("--projection", choices=("pca", "umap"), default="pca",
+                   help="pca (default) or umap (needs umap-learn); cached in RUN_DIR/explore/")
+    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
     return parser
 
 

@@ -33,17 +33,24 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     decodes without it (other notations never have one), except for runs trained with the
     constrained softmax (``train.grammar_softmax``), whose distribution is the masked one.
     ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
+    A float32 scalar tensor passed as a third argument replaces ``temperature`` without a new trace (the explorer's slider).
     """
     model = run.model
     mask = run.grammar if grammar or run.config.train.grammar_softmax else None
 
     @tf.function(reduce_retracing=True)
-    def decode_ids(z, seed):
+    def decode_ids(z, seed, temperature=temperature):
         return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                       temperature=temperature, top_k=top_k, seed=seed,
                                       grammar=mask, beam_width=beam_width)
 
     return decode_ids
+
+
+def compiled_encoder(run: Run):
+    """``ids (B, T) -> (z_mean, z_log_var)``, each ``(B, latent_dim)``, traced once per shape."""
+    return tf.function(lambda batch: run.model.encoder(batch, training=False),
+                       reduce_retracing=True)
 
 
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
@@ -105,13 +112,15 @@ def fit_prior(run: Run, data="moses:train", limit: int = 50_000,
     return prior
 
 
-def encode_ids(run: Run, data, strict: bool = False, skip: bool = False) -> EncodedTexts:
-    """Reads ``data`` (path, ``moses:SPLIT`` or list) and encodes it with the run's codec.
+def encode_ids(run: Run, data, strict: bool = False, skip: bool = False,
+               limit: int = 0) -> EncodedTexts:
+    """Reads ``data`` (path, ``moses:SPLIT`` or list; its first ``limit`` lines, 0 = all) and
+    encodes it with the run's codec.
 
     Invalid SMILES are left out with a note on stderr (``strict``: an error); unknown tokens and
     over-long sequences are errors naming the line, or left out too with ``skip``.
     """
-    seqs = sources.read_sequences(data, run.config.data.column)
+    seqs = sources.read_sequences(data, run.config.data.column, limit=limit)
     policy = "skip" if skip else "raise" if strict else "skip_invalid"
     encoded = encode_texts(run.codec, seqs.texts, on_error=policy, source=seqs.source,
                            line_numbers=seqs.line_numbers,
@@ -128,8 +137,7 @@ def encode_ids(run: Run, data, strict: bool = False, skip: bool = False) -> Enco
 
 def encode_batches(run: Run, ids: np.ndarray, batch_size: int = 1000):
     """``(z_mean, z_log_var)``, float32 ``(N, latent_dim)``, of encoded ids ``(N, T)``."""
-    encoder = tf.function(lambda batch: run.model.encoder(batch, training=False),
-                          reduce_retracing=True)
+    encoder = compiled_encoder(run)
     means, log_vars = [], []
     for start in range(0, len(ids), batch_size):
         mean, log_var = encoder(tf.constant(ids[start:start + batch_size]))
@@ -278,13 +286,13 @@ def interpolate_pairs(run: Run, pairs: list[tuple[str, str]], steps: int = 10,
         raise SeqvaeError("--steps must be at least 2")
     mean, _ = encode(run, [text for pair in pairs for text in pair], strict=True)
     ts = np.linspace(0.0, 1.0, steps)
-    points = np.concatenate([_path(mean[2 * i], mean[2 * i + 1], ts, slerp)
+    points = np.concatenate([latent_path(mean[2 * i], mean[2 * i + 1], ts, slerp)
                              for i in range(len(pairs))])
     texts = decode(run, points, grammar=grammar, beam_width=beam_width)
     return [list(zip(ts.tolist(), texts[i * steps:(i + 1) * steps])) for i in range(len(pairs))]
 
 
-def _path(a: np.ndarray, b: np.ndarray, ts: np.ndarray, slerp: bool) -> np.ndarray:
+def latent_path(a: np.ndarray, b: np.ndarray, ts: np.ndarray, slerp: bool) -> np.ndarray:
     """Points ``(len(ts), L)`` from a to b: linear, or spherical (slerp)."""
     if slerp:
         cos = np.dot(a, b) / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12)

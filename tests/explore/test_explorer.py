@@ -1,0 +1,180 @@
+"""seqvae.explore.explorer (and the map it reads, latent_map) on a tiny trained run."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import HELD_OUT, SMILES
+from seqvae.data import chemistry
+from seqvae.errors import SeqvaeError
+from seqvae.explore import latent_map as latent_map_lib
+from seqvae.explore.explorer import Explorer
+from seqvae.explore.property_head import PropertyHead, find_property_head
+from seqvae.training.rundir import load_run
+
+MOLECULES = list(dict.fromkeys(SMILES + HELD_OUT))
+
+
+class SumHead:
+    """A stand-in property head: predicts sum(z) and climbs it in steps of 0.1 per dimension."""
+
+    name = "sum of z"
+
+    def predict(self, z):
+        return np.asarray(z).sum(axis=1)
+
+    def optimise(self, z, steps):
+        return np.stack([z + 0.1 * k for k in range(steps + 1)])
+
+
+@pytest.fixture(scope="module")
+def run(tiny_run_dir):
+    return load_run(tiny_run_dir)
+
+
+@pytest.fixture(scope="module")
+def molecules_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("molecules") / "molecules.smi"
+    path.write_text("\n".join(MOLECULES[:10] + ["C1CC", "not a molecule"] + MOLECULES[10:]) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def explorer(run, molecules_file):
+    return Explorer(run, latent_map_lib.build_map(run, molecules_file, n=100, progress=None))
+
+
+def test_the_map_holds_every_encodable_molecule_with_its_properties(explorer, run):
+    latent = explorer.map
+    assert latent.smiles == MOLECULES  # the two invalid lines left out, the order kept
+    assert latent.z.shape == (len(MOLECULES), run.config.model.latent_dim)
+    assert latent.coords.shape == (len(MOLECULES), 2)
+    np.testing.assert_allclose(latent.coords, latent.projection.transform(latent.z), atol=1e-5)
+    index = MOLECULES.index("CC(=O)Nc1ccc(O)cc1")
+    assert latent.properties["logp"][index] == pytest.approx(chemistry.logp("CC(=O)Nc1ccc(O)cc1"), abs=1e-4)
+    assert latent.properties["qed"][index] == pytest.approx(chemistry.qed("CC(=O)Nc1ccc(O)cc1"), abs=1e-4)
+    assert latent.properties["length"][MOLECULES.index("CCO")] == 3
+
+
+def test_the_map_is_cached_in_the_run_directory(run, molecules_file):
+    lines = []
+    first = latent_map_lib.build_map(run, molecules_file, n=100, progress=lines.append)
+    assert any("from the cache" in line for line in lines), lines  # the fixture built it
+    lines.clear()
+    smaller = latent_map_lib.build_map(run, molecules_file, n=12, progress=lines.append)
+    assert not any("from the cache" in line for line in lines)  # another n, another map
+    assert any("left out 2 of the first 12" in line for line in lines), lines
+    assert smaller.smiles == first.smiles[:10]
+
+
+def test_a_map_that_cannot_be_cached_is_still_built(run, molecules_file, monkeypatch):
+    def refuse(self, path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(latent_map_lib.projection.PCAProjection, "save", refuse)
+    lines = []
+    latent = latent_map_lib.build_map(run, molecules_file, n=7, progress=lines.append)
+    assert len(latent) == 7 and any("cannot cache the map" in line for line in lines)
+
+
+def test_a_map_needs_two_molecules(run, tmp_path):
+    with pytest.raises(SeqvaeError, match="--n must be at least 2"):
+        latent_map_lib.build_map(run, "moses:test", n=1, progress=None)
+    one = tmp_path / "one.smi"
+    one.write_text("CCO\n")
+    with pytest.raises(SeqvaeError, match="at least 2 molecules"):
+        latent_map_lib.build_map(run, str(one), n=10, progress=None)
+
+
+def test_select_decodes_the_molecule_and_its_neighbours_in_one_batch(explorer):
+    index = MOLECULES.index("c1ccccc1")
+    result = explorer.select(index=index, radius=0.5, count=6, seed=3)
+    assert result["smiles"] == "c1ccccc1" and result["index"] == index
+    assert len(result["neighbours"]) == 6
+    for entry in [result["reconstruction"]] + result["neighbours"]:
+        assert entry["valid"] == (chemistry.canonical_smiles(entry["smiles"]) is not None)
+        assert entry["similarity"] is None or 0.0 <= entry["similarity"] <= 1.0
+    assert explorer.select(index=index, radius=0.5, count=6, seed=3) == result  # seeded
+    # radius 0: every neighbour is z itself, so it decodes (greedily) to the reconstruction
+    still = explorer.select(index=index, radius=0.0, count=4)
+    assert {e["smiles"] for e in still["neighbours"]} == {still["reconstruction"]["smiles"]}
+    assert (still["x"], still["y"]) == pytest.approx(tuple(explorer.map.coords[index]), abs=1e-5)
+
+
+def test_select_takes_a_typed_smiles_and_names_a_bad_one(explorer):
+    result = explorer.select(smiles=" CCO ", count=2)
+    assert result["smiles"] == "CCO" and result["index"] is None
+    assert result["properties"]["logp"] == pytest.approx(chemistry.logp("CCO"), abs=1e-6)
+    for text, message in (("C1CC", "cannot use 'C1CC': invalid SMILES"), ("", "type a SMILES"),
+                          ("C" * 400, "longer than 300")):
+        with pytest.raises(SeqvaeError, match=message):
+            explorer.select(smiles=text)
+    with pytest.raises(SeqvaeError, match="no map point 999"):
+        explorer.select(index=999)
+
+
+def test_beam_decoding_is_available_without_warm_up(explorer):
+    result = explorer.select(index=0, count=2, beam=True)
+    assert result["decoding"] == "beam 5" and len(result["neighbours"]) == 2
+
+
+def test_interpolation_runs_from_start_to_end(explorer):
+    result = explorer.interpolate("CCO", "c1ccccc1", steps=5)
+    ts = [entry["t"] for entry in result["path"]]
+    assert ts == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
+    start = explorer.map.projection.transform(explorer.encode_smiles("CCO")[None])[0]
+    assert (result["path"][0]["x"], result["path"][0]["y"]) == pytest.approx(tuple(start), abs=1e-5)
+    slerp = explorer.interpolate("CCO", "c1ccccc1", steps=3, slerp=True)
+    assert len(slerp["path"]) == 3 and slerp["slerp"]
+    with pytest.raises(SeqvaeError, match="^B: cannot use 'C1CC'"):
+        explorer.interpolate("CCO", "C1CC")
+
+
+def test_samples_are_seeded_and_need_a_positive_temperature(explorer):
+    first = explorer.sample(5, temperature=0.8, seed=1)
+    assert len(first["molecules"]) == 5 and first == explorer.sample(5, temperature=0.8, seed=1)
+    with pytest.raises(SeqvaeError, match="temperature must be > 0"):
+        explorer.sample(5, temperature=0)
+
+
+def test_requests_in_parallel_threads_all_answer(explorer):
+    results, errors = [], []
+
+    def ask(i):
+        try:
+            results.append(explorer.select(index=i, count=3, seed=i))
+        except Exception as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 4
+
+
+def test_optimisation_follows_the_property_head(run, explorer):
+    assert find_property_head(run) is None and explorer.head is None
+    with pytest.raises(SeqvaeError, match="no property head"):
+        explorer.optimise(explorer.map.z[0].tolist())
+    head = SumHead()
+    assert isinstance(head, PropertyHead)
+    run.property_head = head
+    try:
+        assert find_property_head(run) is head
+        with_head = Explorer(run, explorer.map, find_property_head(run))
+        np.testing.assert_allclose(with_head.map.properties["predicted"], explorer.map.z.sum(1))
+        result = with_head.optimise(explorer.map.z[0].tolist(), steps=4, reference=MOLECULES[0])
+        predicted = [entry["predicted"] for entry in result["path"]]
+        assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
+        assert result["name"] == "sum of z"
+    finally:
+        del run.property_head
+        explorer.map.properties.pop("predicted", None)
+    run.property_head = object()  # no PropertyHead interface: ignored
+    try:
+        assert find_property_head(run) is None
+    finally:
+        del run.property_head
