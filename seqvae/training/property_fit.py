@@ -228,6 +228,12 @@ def save_head(run_dir: str, head: FittedHead) -> str:
     return folder
 
 
+def has_head(run: Run) -> bool:
+    """Whether the run has a property head: fitted afterwards or trained jointly."""
+    return (os.path.exists(os.path.join(run.run_dir, HEAD_DIR, "head.json"))
+            or bool(run.info.get("properties")) and getattr(run.model, "property_head", None) is not None)
+
+
 def load_head(run: Run) -> FittedHead:
     """The property head of a run: the one fitted afterwards (``RUN/property_head/``), else the
     one trained jointly with the VAE (``data.properties``)."""
@@ -268,8 +274,9 @@ def predict(run: Run, data, head: FittedHead | None = None) -> tuple[list[str], 
     return encoded.texts, head.predict(means)
 
 
-def print_metrics(metrics: dict, file=sys.stdout) -> None:
-    """A table: property, R², MAE, molecules."""
+def print_metrics(metrics: dict, file=None) -> None:
+    """A table: property, R², MAE, molecules (to ``file``, default: the current stdout)."""
+    file = file or sys.stdout  # looked up per call: a default bound at import misses redirection
     print(f"{'property':<12} {'R2':>7} {'MAE':>9} {'n':>7}", file=file)
     for name, m in metrics.items():
         print(f"{name:<12} {m['r2']:>7.3f} {m['mae']:>9.4f} {m['n']:>7}", file=file)

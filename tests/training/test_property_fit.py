@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import HELD_OUT, SMILES
+from seqvae import inference
 from seqvae.errors import SeqvaeError
 from seqvae.training import property_fit
 
@@ -49,6 +50,15 @@ def test_fit_save_load_predict(run):
     metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
     assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
     assert metrics["molecules"] == len(HELD_OUT)
+    from seqvae.explore.property_head import PropertyHead, find_property_head  # the explorer's hook
+
+    shown = find_property_head(run)
+    assert isinstance(shown, PropertyHead) and shown.name == "qed"
+    z = inference.encode(run, HELD_OUT[:2])[0]
+    np.testing.assert_allclose(shown.predict(z), head.predict(z)[:, 1], rtol=1e-6)
+    path = shown.optimise(z[0], 3)
+    assert path.shape == (4, z.shape[1]) and np.allclose(path[0], z[0])
+    assert shown.predict(path)[-1] > shown.predict(path)[0]
 
 
 def test_missing_head_is_a_one_line_error(tmp_path, run):
@@ -89,3 +99,8 @@ def test_jointly_trained_head(tmp_path):
     # the checkpoint holds the head: a second load predicts the same
     again = property_fit.predict(load_run(run_dir), HELD_OUT[:2])[1]
     np.testing.assert_allclose(values, again, rtol=1e-6)
+    from seqvae.evaluation.evaluate import _property_metrics  # evaluate reports the joint head too
+
+    assert property_fit.has_head(run)
+    metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
+    assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
