@@ -143,7 +143,7 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
     report = progress or (lambda line: None)
     score = score or props.rdkit_property(objective)
     index, sign = head.index(objective), -1.0 if settings.minimize else 1.0
-    paths = ascent_paths(lambda z: sign * head.model(z)[:, index], z0, settings)  # (S, R, K, L)
+    paths = ascent_paths(lambda z: sign * head.output(z)[:, index], z0, settings)  # (S, R, K, L)
     S, R, K, L = paths.shape
     flat = paths.reshape(-1, L)
     predicted = head.predict(flat)[:, index].reshape(S, R, K)

@@ -54,7 +54,7 @@ class FittedHeadView:
         from seqvae.optimize import OptimizeSettings, ascent_paths
 
         settings = OptimizeSettings(similarity=0.0, steps=steps, restarts=1)
-        path = ascent_paths(lambda batch: self.head.model(batch)[:, self.index],
+        path = ascent_paths(lambda batch: self.head.output(batch)[:, self.index],
                             np.asarray(z, np.float32).reshape(1, -1), settings)
         return path[0, 0]  # (steps + 1, L)
 

@@ -43,6 +43,13 @@ def test_fit_save_load_predict(run):
     head = property_fit.load_head(run)
     texts, values = property_fit.predict(run, HELD_OUT[:3], head)
     assert texts == HELD_OUT[:3] and values.shape == (3, 2) and np.all(np.isfinite(values))
+    # the head reads encodings standardised with the fit encodings' statistics (head.json)
+    z = inference.encode(run, HELD_OUT[:3])[0]
+    fit_z = inference.encode(run, SMILES)[0]
+    np.testing.assert_allclose(saved["z_mean"], fit_z.mean(0), atol=1e-5)
+    np.testing.assert_allclose(saved["z_std"], fit_z.std(0), rtol=1e-4)
+    by_hand = head.model((z - fit_z.mean(0)) / fit_z.std(0)).numpy() * saved["std"] + saved["mean"]
+    np.testing.assert_allclose(values, by_hand, rtol=1e-4, atol=1e-5)
     with pytest.raises(SeqvaeError, match="not 'sa'"):
         head.index("sa")
     from seqvae.evaluation.evaluate import _property_metrics  # what evaluate reports
