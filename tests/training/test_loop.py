@@ -473,3 +473,62 @@ def test_a_run_that_used_its_time_budget_is_finished_unless_given_more(tmp_path,
     assert f"already finished at step {first['steps']} (time_budget)" in capsys.readouterr().err
     more = train(_with_train(config, time_budget=0.6), run_dir, smiles, resume=True)
     assert more["steps"] > first["steps"]
+
+
+# --- full disk, read-only run directory --------------------------------------------------------
+
+
+def test_a_metrics_write_on_a_full_disk_is_one_line_and_the_run_resumes_exactly(tmp_path, smiles,
+                                                                                 monkeypatch):
+    import errno
+
+    from seqvae import files
+
+    config = _with_train(tiny_config(), max_steps=8, epochs=5, checkpoint_every=4, log_every=2)
+    straight = train(config, str(tmp_path / "straight"), smiles)["weights_checksum"]
+    append, calls = files.append_jsonl, []
+
+    def full_at_step_6(path, record):  # the disk fills while the log line of step 6 is written
+        calls.append(record.get("step"))
+        if record.get("step") == 6:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        append(path, record)
+
+    monkeypatch.setattr(files, "append_jsonl", full_at_step_6)
+    run_dir = str(tmp_path / "run")
+    with pytest.raises(SeqvaeError) as caught:
+        train(config, run_dir, smiles)
+    message = str(caught.value)
+    assert "\n" not in message and 6 in calls
+    assert message.startswith(f"{os.path.join(run_dir, 'metrics.jsonl')}: No space left on device")
+    # ckpt-5, the end of the first epoch (5 steps): the last one before step 6
+    assert tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")).endswith("ckpt-5")
+    monkeypatch.undo()
+    summary = train(config, run_dir, smiles, resume=True)  # the disk has room again
+    assert summary["steps"] == 8 and summary["weights_checksum"] == straight
+
+
+def test_a_read_only_run_directory_is_one_line(tmp_path, smiles, monkeypatch):
+    """Refused in one line from the first file written (the lock), with the checkpoints intact.
+    Simulated (EROFS from the lock's open): the tests may run as root, whom chmod does not stop."""
+    import builtins
+    import errno
+
+    from seqvae.training import rundir
+
+    config = _with_train(tiny_config(), max_steps=4, epochs=5)
+    run_dir = str(tmp_path / "run")
+    before = train(config, run_dir, smiles)["weights_checksum"]
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(run_dir) and args and args[0][0] in "wa+":
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(rundir, "open", read_only, raising=False)
+    longer = _with_train(config, max_steps=8)
+    with pytest.raises(SeqvaeError, match=r"/run/\.lock: Read-only file system; the checkpoints"):
+        train(longer, run_dir, smiles, resume=True)
+    monkeypatch.undo()
+    assert load_run(run_dir) and train(config, run_dir, smiles, resume=True)[
+        "weights_checksum"] == before
