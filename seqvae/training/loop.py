@@ -308,6 +308,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     restored = None
     if resume:
+        checkpoints_lib.remove_orphans(manager.directory)  # left by a save that a kill cut off
         restored = checkpoints_lib.restore_newest(checkpoint, manager.directory, model, what=run_dir)
         if restored is None and chief:
             print(f"seqvae: {run_dir} holds no checkpoint yet; starting from step 0",

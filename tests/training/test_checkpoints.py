@@ -207,7 +207,16 @@ def test_resume_past_a_damaged_checkpoint_ends_bit_exact(pristine, tmp_path, cap
     copy = _copy(pristine, tmp_path)
     latest, previous = _latest_two(copy)
     _flip_bytes(latest)
+    # and what saves cut off by kills leave behind, as TensorFlow names it
+    folder = checkpoint_dir(copy)
+    orphans = [os.path.join(folder, "ckpt-12_temp"), os.path.join(folder, "checkpoint.tmp5f3a"),
+               _data_file(latest) + ".tempstate8812"]
+    os.makedirs(orphans[0])
+    shutil.copy(_data_file(previous), os.path.join(orphans[0], "part-00000-of-00001.data-00000-of-00001"))
+    for path in orphans[1:]:
+        open(path, "wb").write(b"half")
     summary = train(_config(), copy, SMILES, resume=True)
+    assert not any(os.path.exists(path) for path in orphans)
     assert summary["steps"] == 20 and not summary.get("already_finished")
     assert f"checkpoint {latest} is damaged" in capsys.readouterr().err
     for a, b in zip(_weights_of(copy), _weights_of(pristine)):
