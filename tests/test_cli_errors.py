@@ -5,6 +5,7 @@ shared by the sample/encode/decode cases.
 """
 
 import contextlib
+import gzip
 import io
 import json
 import shutil
@@ -314,6 +315,9 @@ def test_encode_missing_and_empty_data(run_dir, tmp_path):
     user_error(["encode", run_dir, tmp_path / "nope.smi", "--out", tmp_path / "z.npy"], "no such file")
     (tmp_path / "empty.smi").write_text("")
     user_error(["encode", run_dir, tmp_path / "empty.smi", "--out", tmp_path / "z.npy"], "empty")
+    cut = tmp_path / "cut.smi.gz"  # a copy that died halfway: the streaming count read it first
+    cut.write_bytes(gzip.compress(b"CCO\n" * 2000)[:40])
+    user_error(["encode", run_dir, cut, "--out", tmp_path / "z.npy"], "cut.smi.gz: cannot read")
 
 
 @pytest.mark.parametrize("z, fragment", [

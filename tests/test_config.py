@@ -306,6 +306,57 @@ def test_any_config_file_gives_a_config_or_one_line(tmp_path_factory, content, s
         _one_line(error)
 
 
+def _toml_string(text: str) -> str:
+    """A TOML basic string: JSON's escapes, but no surrogate pairs (TOML escapes code points) and
+    DEL escaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)  # nan, inf and -inf are TOML floats too
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    return "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in value.items()
+                           if v is not None) + "}"
+
+
+def _as_toml(sections: dict) -> str:
+    """A TOML document of ``sections``: scalars first, then a [table] per dict (TOML has no null:
+    None values are left out)."""
+    lines = [f"{_toml_string(k)} = {_toml_value(v)}" for k, v in sections.items()
+             if not isinstance(v, dict) and v is not None]
+    for name, table in sections.items():
+        if isinstance(table, dict):
+            lines.append(f"[{_toml_string(name)}]")
+            lines += [f"{_toml_string(k)} = {_toml_value(v)}" for k, v in table.items()
+                      if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(sections=_SECTIONS)
+def test_any_toml_config_gives_a_config_or_one_line(tmp_path_factory, sections):
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    path = tmp_path_factory.mktemp("config") / "config.toml"
+    path.write_text(_as_toml(sections))
+    tomllib.loads(path.read_text())  # valid TOML: what is fuzzed is the config layer behind it
+    try:
+        config = load_config(path)
+    except SeqvaeError as error:
+        _one_line(error)
+        return
+    assert Config.from_dict(config.to_dict()) == config
+
+
 def test_an_integer_too_large_for_a_float_is_one_line():  # found by the fuzzing above
     with pytest.raises(SeqvaeError, match="train.learning_rate must be of type float"):
         Config.from_dict({"train": {"learning_rate": 10**400}})

@@ -54,5 +54,6 @@ def moses_file(*parts: str) -> str:
 def moses_split_file(split: str) -> str:
     """Path of a MOSES split's ``.csv.gz``: ``train``, ``test`` or ``test_scaffolds``."""
     if split not in MOSES_SPLITS:
-        raise SeqvaeError(f"unknown MOSES split '{split}' (choose {', '.join(MOSES_SPLITS)})")
+        raise SeqvaeError(f"unknown MOSES split {split[:80]!r} "  # repr: one line whatever it holds
+                          f"(choose {', '.join(MOSES_SPLITS)})")
     return moses_file("dataset", "data", f"{split}.csv.gz")

@@ -144,7 +144,7 @@ def _read_table(path: str, column: str, limit: int, delimiter: str) -> Sequences
         if limit and len(texts) >= limit:
             break
     if not texts:
-        raise SeqvaeError(f"{path}: no sequences in column '{column}'")
+        raise SeqvaeError(f"{path}: no sequences in column {column!r}")
     return Sequences(texts, numbers, path)
 
 
@@ -158,7 +158,7 @@ def _table_records(path: str, column: str, delimiter: str) -> Iterator[tuple[int
                 raise SeqvaeError(f"{path}: the file is empty")
             if column not in header:
                 shown = ", ".join(h if h.isprintable() else repr(h) for h in header[:10])
-                raise SeqvaeError(f"{path}:1: no column '{column}' in the header (columns: {shown}); "
+                raise SeqvaeError(f"{path}:1: no column {column!r} in the header (columns: {shown}); "
                                   "choose one with data.column")
             index = header.index(column)
             start = reader.line_num + 1  # file line where the next record starts
@@ -182,12 +182,10 @@ def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
     if array.ndim == 3:
         if array.shape[0] == 0 or array.shape[2] == 0:
             raise SeqvaeError(f"{source}: empty one-hot array of shape {array.shape}")
-        values = array.astype(np.float32)
-        row_sums = values.sum(-1)
-        if not (np.all((values == 0) | (values == 1)) and np.all((row_sums == 0) | (row_sums == 1))):
+        ones = array == 1  # compared in the array's own dtype: no cast overflows or drops a part
+        if not np.all(ones | (array == 0)) or np.any(ones.sum(-1) > 1):
             raise SeqvaeError(f"{source}: a (N, T, C) array must be one-hot: each row all 0 or a single 1")
-        classes, ids = array.shape[2], values.argmax(-1)
-        ids = np.where(row_sums > 0, ids, -1)
+        classes, ids = array.shape[2], np.where(ones.any(-1), ones.argmax(-1), -1)
     elif array.ndim == 2:
         if not np.issubdtype(array.dtype, np.integer):
             raise SeqvaeError(f"{source}: a (N, T) array must hold integer class ids, got {array.dtype}")
@@ -251,10 +249,13 @@ def count_records(source, column: str = "SMILES") -> int:
     path = moses_split_file(source.split(":", 1)[1]) if str(source).startswith("moses:") else (
         os.fspath(source))
     lines, last = 0, b"\n"
-    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as raw:
-        for block in iter(lambda: raw.read(1 << 20), b""):
-            lines += block.count(b"\n")
-            last = block[-1:]
+    try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as raw:
+            for block in iter(lambda: raw.read(1 << 20), b""):
+                lines += block.count(b"\n")
+                last = block[-1:]
+    except (OSError, EOFError) as error:  # gzip that ends early or is no gzip at all
+        raise SeqvaeError(f"{path}: cannot read ({error})") from None
     return lines + (last != b"\n")
 
 

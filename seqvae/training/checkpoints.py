@@ -19,6 +19,7 @@ import glob
 import logging
 import os
 import re
+import shutil
 import sys
 
 import tensorflow as tf
@@ -182,13 +183,34 @@ def save(manager: tf.train.CheckpointManager, step: int, weights: list) -> str:
             "directory and run the same command with --resume") from None
 
 
+def remove_orphans(directory: str) -> list[str]:
+    """Deletes what saves cut off by a kill left in ``directory``: TensorFlow's ``ckpt-N_temp``
+    folders, ``*.tempstate*`` files and ``checkpoint.tmp*`` index drafts (each as large as a
+    checkpoint: repeated preemptions would fill the disk). TensorFlow documents them as safe to
+    remove after a failure; call it only while holding the run's lock (no save in progress).
+
+    Returns:
+      The paths removed.
+    """
+    removed = []
+    for path in glob.glob(os.path.join(glob.escape(directory), "*")):
+        name = os.path.basename(path)
+        if (name.endswith("_temp") and os.path.isdir(path)) or ".tempstate" in name or (
+                name.startswith("checkpoint.tmp")):
+            with contextlib.suppress(OSError):
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+                removed.append(path)
+    return removed
+
+
 def _remove_partial(directory: str, step: int) -> None:
     """Deletes what a failed save of checkpoint ``step`` left (temporary and partial files)."""
     for path in glob.glob(os.path.join(glob.escape(directory), f"ckpt-{step}[._]*")):
         with contextlib.suppress(OSError):
             if os.path.isdir(path):
-                import shutil
-
                 shutil.rmtree(path)
             else:
                 os.remove(path)

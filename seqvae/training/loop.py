@@ -270,14 +270,14 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
     if not resume and has_run:
         raise SeqvaeError(f"{run_dir}: already holds a run; add --resume to continue it "
                           "or choose another --out")
-    os.makedirs(run_dir, exist_ok=True)
-    with run_lib.RunLock(run_dir):
-        try:
+    try:  # a full disk or a read-only run directory, from the lock file on
+        os.makedirs(run_dir, exist_ok=True)
+        with run_lib.RunLock(run_dir):
             return _train_locked(config, run_dir, data, resume, strict, strategy, chief=True)
-        except OSError as error:  # a full disk or a read-only run directory, mid-run
-            raise SeqvaeError(f"{error.filename or run_dir}: {error.strerror or error}; the "
-                              "checkpoints already written are intact: fix it and run the same "
-                              "command with --resume") from None
+    except OSError as error:
+        raise SeqvaeError(f"{error.filename or run_dir}: {error.strerror or error}; the "
+                          "checkpoints already written are intact: fix it and run the same "
+                          "command with --resume") from None
 
 
 def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool,
@@ -308,6 +308,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     restored = None
     if resume:
+        checkpoints_lib.remove_orphans(manager.directory)  # left by a save that a kill cut off
         restored = checkpoints_lib.restore_newest(checkpoint, manager.directory, model, what=run_dir)
         if restored is None and chief:
             print(f"seqvae: {run_dir} holds no checkpoint yet; starting from step 0",

@@ -1,10 +1,15 @@
 """Tests for seqvae.data: every source format, one-line errors, splits and bucketed batches."""
 
+import csv
 import gzip
 import importlib.util
+import io
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from seqvae.data import moses, sources
 from seqvae.errors import SeqvaeError
@@ -210,31 +215,51 @@ def test_moses_unknown_split():
     assert "unknown MOSES split 'bogus'" in error_of("moses:bogus")
 
 
-# --- splits and batches ------------------------------------------------------------------------
-
-
-
 
 # --- hostile files: every reader gives sequences or one line, never a traceback ----------------
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.extra import numpy as hnp  # noqa: E402
+#
+# Each target is fuzzed by hypothesis (see FUZZ for the count of cases). Where a file has an
+# obvious meaning (text lines, CSV cells, one-hot rows), the texts read must equal what was
+# written; anything else must be refused in one line naming the file. The streaming readers that
+# `seqvae encode` uses (count_records, iter_sequences) must agree with read_sequences.
 
 FUZZ = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def _read_or_refuse(path, **kwargs):
-    """read_sequences(path): Sequences of strings, or a SeqvaeError of one line naming the file."""
+def _one_line_naming(error: SeqvaeError, name: str) -> None:
+    message = str(error)
+    assert message and "\n" not in message and name in message, message
+
+
+def _read_or_refuse(path, column: str = "SMILES"):
+    """read_sequences(path): Sequences of strings, or a SeqvaeError of one line naming the file;
+    iter_sequences and count_records give the same texts (or also refuse in one line)."""
     try:
-        sequences = sources.read_sequences(str(path), **kwargs)
+        sequences = sources.read_sequences(str(path), column=column)
     except SeqvaeError as error:
-        message = str(error)
-        assert "\n" not in message and str(path) in message, message
+        _one_line_naming(error, str(path))
+        sequences = None
+    try:  # only counts lines: it may pass a file the readers refuse, never raise otherwise
+        count = sources.count_records(str(path), column=column)
+    except SeqvaeError as error:
+        _one_line_naming(error, str(path))
+        count = None
+    try:
+        chunks = list(sources.iter_sequences(str(path), column=column, chunk_size=3))
+    except SeqvaeError as error:
+        _one_line_naming(error, str(path))
+        assert sequences is None, f"read_sequences read {path}, iter_sequences refused it"
         return None
+    if sequences is None:  # iter_sequences saw no problem: there must be none to see
+        pytest.fail(f"iter_sequences read {path}, read_sequences refused it")
     assert sequences.texts and all(isinstance(t, str) for t in sequences.texts)
+    if not str(path).endswith(".npy"):  # an array's all-padding row keeps its place as ""
+        assert all(sequences.texts)
     assert len(sequences.line_numbers) == len(sequences.texts)
+    assert [t for c in chunks for t in c.texts] == sequences.texts
+    assert [n for c in chunks for n in c.line_numbers] == sequences.line_numbers
+    assert count is not None and count >= len(sequences.texts)
     return sequences
 
 
@@ -247,13 +272,63 @@ def test_random_bytes_in_any_format(tmp_path, content, suffix):
     _read_or_refuse(path)
 
 
-CELL = st.text(alphabet="CNO()=1c\"', \t;x", max_size=6)
+# Text lines: atoms, brackets, '#' comments, spaces and tabs, and letters beyond ASCII.
+LINE = st.text(alphabet="CNOc1()=[]#@+ \t\u00e9\u03a9\u4e2d", max_size=12)
+
+
+@FUZZ
+@given(lines=st.lists(LINE, max_size=12), ending=st.sampled_from(["\n", "\r\n"]),
+       gzipped=st.booleans(), final_newline=st.booleans())
+def test_smi_lines_come_back_as_their_first_field(tmp_path, lines, ending, gzipped, final_newline):
+    text = ending.join(lines) + (ending if final_newline else "")
+    path = tmp_path / ("mols.smi.gz" if gzipped else "mols.smi")
+    path.write_bytes(gzip.compress(text.encode()) if gzipped else text.encode())
+    expected = [(n, line.split()[0]) for n, line in enumerate(lines, start=1)
+                if line.split() and not line.split()[0].startswith("#")]
+    sequences = _read_or_refuse(path)
+    if not expected:
+        assert sequences is None
+        return
+    assert list(zip(sequences.line_numbers, sequences.texts)) == expected
+
+
+# CSV cells: delimiters, quotes and line breaks inside quoted cells, spaces to strip.
+CELL = st.text(alphabet="CNOc1()=,;\t\"' \n\u00e9#", max_size=8)
+
+
+@FUZZ
+@given(rows=st.lists(st.lists(CELL, max_size=4), max_size=8), position=st.integers(0, 3),
+       delimiter=st.sampled_from([",", "\t"]), gzipped=st.booleans())
+def test_csv_and_tsv_cells_come_back(tmp_path, rows, position, delimiter, gzipped):
+    header = ["id", "name", "score"]
+    header.insert(position, "SMILES")
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(header)
+    expected, line = [], 2
+    for row in rows:
+        if len(row) > position and row[position].strip():
+            expected.append((line, row[position].strip()))
+        start = out.tell()
+        writer.writerow(row)
+        line += out.getvalue()[start:].count("\n")  # a quoted cell may hold line breaks
+    name = "table" + (".csv" if delimiter == "," else ".tsv") + (".gz" if gzipped else "")
+    path = tmp_path / name
+    data = out.getvalue().encode()
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    sequences = _read_or_refuse(path)
+    if not expected:
+        assert sequences is None
+        return
+    assert list(zip(sequences.line_numbers, sequences.texts)) == expected
 
 
 @FUZZ
 @given(header=st.lists(st.sampled_from(["SMILES", "smiles", "id", "", "SMILES "]), max_size=4),
-       rows=st.lists(st.lists(CELL, max_size=5), max_size=6),
-       delimiter=st.sampled_from([",", "\t"]), column=st.sampled_from(["SMILES", "id"]))
+       rows=st.lists(st.lists(st.text(alphabet="CNO()=1c\"', \t;x", max_size=6), max_size=5),
+                     max_size=6),
+       delimiter=st.sampled_from([",", "\t"]),
+       column=st.sampled_from(["SMILES", "id"]) | st.text(max_size=5))
 def test_random_csv_and_tsv_shapes(tmp_path, header, rows, delimiter, column):
     suffix = ".csv" if delimiter == "," else ".tsv"
     lines = [delimiter.join(header)] + [delimiter.join(row) for row in rows]
@@ -274,6 +349,57 @@ def test_random_npy_dtypes_and_shapes(tmp_path, array):
     _read_or_refuse(path)
 
 
+@st.composite
+def _class_ids(draw):
+    """``(ids (N, T) in [-1, C), C)``: class ids with -1 for padding."""
+    classes = draw(st.integers(1, 6))
+    ids = draw(hnp.arrays(np.int64, hnp.array_shapes(min_dims=2, max_dims=2, max_side=5),
+                          elements=st.integers(-1, classes - 1)))
+    return ids, classes
+
+
+def _ids_as_texts(ids) -> list[str]:
+    return [" ".join(str(c) for c in row if c >= 0) for row in ids]
+
+
+@FUZZ
+@given(drawn=_class_ids(), dtype=st.sampled_from([bool, np.uint8, np.int32, np.float16,
+                                                   np.float32, np.float64]))
+def test_one_hot_npy_comes_back_as_its_class_ids(tmp_path, drawn, dtype):
+    ids, classes = drawn
+    one_hot = (ids[..., None] == np.arange(classes)).astype(dtype)  # -1 rows are all zero
+    path = tmp_path / "one_hot.npy"
+    np.save(path, one_hot)
+    sequences = _read_or_refuse(path)
+    if not (ids >= 0).any():
+        assert sequences is None
+        return
+    assert sequences.texts == _ids_as_texts(ids) and sequences.one_hot_classes == classes
+    class_ids = tmp_path / "ids.npy"  # the same data as (N, T) class ids
+    np.save(class_ids, ids)
+    assert _read_or_refuse(class_ids).texts == _ids_as_texts(ids)
+
+
+@FUZZ
+@given(drawn=_class_ids(), value=st.sampled_from([0.5, 2.0, -1.0, np.nan, np.inf]),
+       where=st.tuples(st.integers(0), st.integers(0), st.integers(0)), second_one=st.booleans())
+def test_one_hot_npy_with_one_wrong_value_is_refused(tmp_path, drawn, value, where, second_one):
+    ids, classes = drawn
+    one_hot = (ids[..., None] == np.arange(classes)).astype(np.float32)
+    assume(one_hot.size > 0)
+    n, t, c = (i % s for i, s in zip(where, one_hot.shape))
+    if second_one:  # a second 1 in a row that has one already
+        assume(classes > 1 and ids[n, t] >= 0)
+        one_hot[n, t, (ids[n, t] + 1) % classes] = 1.0
+    else:
+        one_hot[n, t, c] = value
+    path = tmp_path / "bad.npy"
+    np.save(path, one_hot)
+    with pytest.raises(SeqvaeError, match="must be one-hot") as caught:
+        sources.read_sequences(str(path))
+    _one_line_naming(caught.value, str(path))
+
+
 @FUZZ
 @given(lines=st.lists(st.text(alphabet="CNOc1()=#", min_size=1, max_size=30), min_size=1,
                       max_size=40),
@@ -284,3 +410,22 @@ def test_gzip_that_ends_early(tmp_path, lines, keep, suffix):
     path = tmp_path / f"cut{suffix}"
     path.write_bytes(whole[:max(1, int(len(whole) * keep))])
     _read_or_refuse(path)
+
+
+@FUZZ
+@given(split=st.text(max_size=20) | st.sampled_from(
+    ["train", "test", "test_scaffolds", "TRAIN", "train ", "test\n", "../train", "/etc/passwd",
+     "train.csv.gz", "x" * 5000]))
+def test_any_moses_split_name(split):
+    source = f"moses:{split}"
+    if split in moses.MOSES_SPLITS:
+        if HAS_MOSES:
+            assert len(sources.read_sequences(source, limit=3).texts) == 3
+        return
+    for read in (lambda: sources.read_sequences(source, limit=3),
+                 lambda: next(sources.iter_sequences(source, chunk_size=3)),
+                 lambda: sources.count_records(source)):
+        with pytest.raises(SeqvaeError, match="unknown MOSES split") as caught:
+            read()
+        message = str(caught.value)
+        assert "\n" not in message and len(message) < 200, message

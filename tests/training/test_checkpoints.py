@@ -3,8 +3,10 @@
 Each test breaks a copy of one tiny 20-step run (checkpoints kept: the last three) on purpose.
 """
 
+import contextlib
 import dataclasses
 import gc
+import io
 import json
 import os
 import shutil
@@ -115,6 +117,53 @@ def test_no_checkpoint_that_restores_is_one_line(pristine, tmp_path):
         load_run(copy)
 
 
+@pytest.mark.parametrize("left", ["nothing", "only the index"])
+def test_a_checkpoints_folder_without_checkpoint_files(pristine, tmp_path, left):
+    copy = _copy(pristine, tmp_path)
+    folder = checkpoint_dir(copy)
+    for name in os.listdir(folder):
+        if not (left == "only the index" and name == "checkpoint"):
+            os.remove(os.path.join(folder, name))
+    if left == "only the index":  # it names three checkpoints whose files are gone
+        with pytest.raises(SeqvaeError, match=r"no checkpoint restores \(3 damaged"):
+            load_run(copy)
+        return
+    with pytest.raises(SeqvaeError, match="holds no checkpoint yet"):
+        load_run(copy)
+    summary = train(_config(), copy, SMILES, resume=True)  # as if killed before the first save
+    assert summary["steps"] == 20
+    for a, b in zip(_weights_of(copy), _weights_of(pristine)):
+        np.testing.assert_array_equal(a, b)
+
+
+def _cli(argv) -> tuple[int, str, str]:
+    from seqvae.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_sample_past_a_truncated_latest_checkpoint(pristine, tmp_path):
+    """What the issue found: ``seqvae sample`` of a run whose latest checkpoint was truncated
+    ended in ``IndexError: Read less bytes than requested``."""
+    copy = _copy(pristine, tmp_path)
+    latest, _ = _latest_two(copy)
+    _truncate(latest)
+    code, out, err = _cli(["sample", copy, "-n", "3", "--seed", "1"])
+    assert code == 0 and len(out.splitlines()) == 3, err
+    assert "Traceback" not in err
+    warnings = [line for line in err.splitlines() if "warning" in line.lower()]
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith(f"seqvae: warning: checkpoint {latest} is damaged (")
+    for prefix in candidates(checkpoint_dir(copy)):
+        _truncate(prefix)
+    code, out, err = _cli(["sample", copy, "-n", "3"])
+    assert code == 2 and not out and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(f"seqvae: error: {copy}: no checkpoint restores")
+
+
 def _edit_json(path, edit):
     with open(path) as handle:
         value = json.load(handle)
@@ -158,7 +207,16 @@ def test_resume_past_a_damaged_checkpoint_ends_bit_exact(pristine, tmp_path, cap
     copy = _copy(pristine, tmp_path)
     latest, previous = _latest_two(copy)
     _flip_bytes(latest)
+    # and what saves cut off by kills leave behind, as TensorFlow names it
+    folder = checkpoint_dir(copy)
+    orphans = [os.path.join(folder, "ckpt-12_temp"), os.path.join(folder, "checkpoint.tmp5f3a"),
+               _data_file(latest) + ".tempstate8812"]
+    os.makedirs(orphans[0])
+    shutil.copy(_data_file(previous), os.path.join(orphans[0], "part-00000-of-00001.data-00000-of-00001"))
+    for path in orphans[1:]:
+        open(path, "wb").write(b"half")
     summary = train(_config(), copy, SMILES, resume=True)
+    assert not any(os.path.exists(path) for path in orphans)
     assert summary["steps"] == 20 and not summary.get("already_finished")
     assert f"checkpoint {latest} is damaged" in capsys.readouterr().err
     for a, b in zip(_weights_of(copy), _weights_of(pristine)):

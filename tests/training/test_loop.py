@@ -104,29 +104,27 @@ def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path, smiles):
 
 @pytest.mark.slow
 def test_sigkill_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_path):
+    """Killed as soon as its first checkpoint is complete, the run is resumed by the short form
+    ``seqvae train --out RUN --resume`` (data and settings from the run directory)."""
     data = tmp_path / "data.smi"
-    data.write_text("\n".join(SMILES * 50) + "\n")
-    common = [sys.executable, "-m", "seqvae", "train", str(data), "--max-steps", "40",
-              "--set", "model.encoder_units=64", "--set", "model.decoder_units=128",
-              "--set", "model.latent_dim=16", "--set", "train.batch_size=64",
-              "--set", "train.checkpoint_every=5", "--set", "train.log_every=5"]
+    data.write_text("\n".join(SMILES * 3) + "\n")
+    steps = 12
+    common = ["train", str(data), *PREEMPTED, "--max-steps", str(steps), "--out"]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    subprocess.run(common + ["--out", str(straight)], check=True, capture_output=True)
-    process = subprocess.Popen(common + ["--out", str(killed)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    from seqvae.cli import main  # the uninterrupted run, in this process
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(common + [str(straight)]) == 0
+    process = subprocess.Popen([sys.executable, "-m", "seqvae", *common, str(killed)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     index = killed / "checkpoints" / "checkpoint"
-    deadline = time.monotonic() + 120
-    while not index.exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert _kill_when(process, index.exists), "the run finished before it could be killed"
     killed_at = tf.train.latest_checkpoint(str(killed / "checkpoints"))
-    assert killed_at is not None and not killed_at.endswith("-40")
+    assert killed_at is not None and not killed_at.endswith(f"-{steps}")
     done = subprocess.run([sys.executable, "-m", "seqvae", "train", "--out", str(killed), "--resume"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "trained 40 steps" in done.stdout
+    assert f"trained {steps} steps" in done.stdout
     for a, b in zip(_weights(str(straight)), _weights(str(killed))):
         np.testing.assert_array_equal(a, b)
 
@@ -240,18 +238,21 @@ def test_grammar_softmax_trains_and_only_lowers_the_loss(tmp_path, smiles):
 
 # --- faults: preemption, divergence ------------------------------------------------------------
 
-PREEMPTED = ["--max-steps", "120", "--set", "model.encoder_units=8", "--set", "model.decoder_units=8",
-             "--set", "model.decoder_layers=1", "--set", "model.latent_dim=4",
-             "--set", "train.batch_size=4", "--set", "train.checkpoint_every=3",
-             "--set", "train.log_every=3", "--set", "train.export_at_end=false",
-             "--set", "train.word_dropout=0.1"]
+PREEMPTED_STEPS = 60
+PREEMPTED = ["--max-steps", str(PREEMPTED_STEPS), "--set", "model.encoder_units=8",
+             "--set", "model.decoder_units=8", "--set", "model.decoder_layers=1",
+             "--set", "model.latent_dim=4", "--set", "train.batch_size=4",
+             "--set", "train.checkpoint_every=3", "--set", "train.log_every=3",
+             "--set", "train.export_at_end=false", "--set", "train.word_dropout=0.1"]
 
 
-def _kill_when(process, ready, timeout: float) -> bool:
-    """SIGKILLs ``process`` as soon as ``ready()`` holds (polled every ms); False when the
-    process ended first."""
+def _kill_when(process, ready, timeout: float = 600) -> bool:
+    """SIGKILLs ``process`` (a Popen or a ``_Launched``) as soon as ``ready()`` holds (polled
+    every ms); False when the process ended first. Not seeing the moment within ``timeout`` fails
+    the test: a kill at another moment would test something else."""
     deadline = time.monotonic() + timeout
-    while process.poll() is None and time.monotonic() < deadline and not ready():
+    while process.poll() is None and not ready():
+        assert time.monotonic() < deadline, "the moment to kill at never came"
         time.sleep(0.001)
     if process.poll() is not None:
         return False
@@ -260,23 +261,73 @@ def _kill_when(process, ready, timeout: float) -> bool:
     return True
 
 
+# A process that has paid for the imports every launch pays (~4 s of CPU, TensorFlow's), then
+# forks one child per launch that runs the command line's main(argv) (no TensorFlow op has run
+# in it before the fork). Each child is a process of its own, SIGKILLed like any.
+_LAUNCHER = """
+import json, os, sys
+from seqvae.cli import main
+import seqvae.training.loop  # noqa: F401
+for line in sys.stdin:
+    argv, log = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1); os.dup2(out, 2)
+        os._exit(main(argv))
+    print(pid, flush=True)
+    print(os.waitpid(pid, 0)[1], flush=True)
+"""
+
+
+class _Launched:
+    """One launch through ``_LAUNCHER``, with Popen's poll/send_signal/wait/returncode."""
+
+    def __init__(self, launcher: subprocess.Popen, argv: list[str], log):
+        self.launcher, self.log, self.returncode = launcher, log, None
+        launcher.stdin.write(json.dumps([argv, str(log)]) + "\n")
+        launcher.stdin.flush()
+        self.pid = int(launcher.stdout.readline())
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 0)  # the launcher reaps it at once: gone means ended
+            except ProcessLookupError:
+                self.wait()
+        return self.returncode
+
+    def send_signal(self, number: int) -> None:
+        os.kill(self.pid, number)
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            status = int(self.launcher.stdout.readline())
+            self.returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                               else os.WEXITSTATUS(status))
+        return self.returncode
+
+
 @pytest.mark.slow
 def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp_path):
-    """Ten or more SIGKILLs at random moments (during the imports, before the first checkpoint,
-    during a checkpoint write, just after one, anywhere), each followed by the launch command
-    itself (``--resume`` included): the final weights equal an uninterrupted run's bit for bit."""
+    """Ten SIGKILLs at chosen and random moments (during the imports, before the first
+    checkpoint, during checkpoint writes, just after them, at random times after the restore),
+    each followed by the launch command itself (``--resume`` included): the final weights equal
+    an uninterrupted run's bit for bit, and every step is logged once."""
     import random
 
     started = time.monotonic()
     data = tmp_path / "data.smi"
     data.write_text("\n".join(SMILES * 3) + "\n")
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    command = [sys.executable, "-m", "seqvae", "train", str(data), *PREEMPTED, "--resume", "--out"]
+    command = ["train", str(data), *PREEMPTED, "--resume", "--out"]
     from seqvae.cli import main  # the uninterrupted run: the same command, in this process
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(command[3:] + [str(straight)]) == 0
-    checkpoints = killed / "checkpoints"
+        assert main(command + [str(straight)]) == 0
+    checkpoints, metrics = killed / "checkpoints", killed / "metrics.jsonl"
+    index = checkpoints / "checkpoint"
 
     def temporary() -> dict:  # TensorFlow's files of a checkpoint being written
         if not checkpoints.is_dir():
@@ -288,52 +339,62 @@ def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp
                     found[path.name] = path.stat().st_mtime_ns
         return found
 
-    def writing(before: dict):  # a checkpoint write begun since (not one a kill left behind)
-        return lambda: any(before.get(name) != mtime for name, mtime in temporary().items())
+    def mtime(path):
+        return path.stat().st_mtime_ns if path.exists() else None
 
-    def index_changed(before):
-        index = checkpoints / "checkpoint"
-        return lambda: index.exists() and index.stat().st_mtime_ns != before
+    def writing(before: dict):  # a checkpoint write begun since (not one a kill left behind)
+        return lambda: any(before.get(name) != stamp for name, stamp in temporary().items())
+
+    def changed(path, delay: float = 0.0):  # ``path`` rewritten since, then ``delay`` seconds
+        before, seen = mtime(path), []
+        def ready():
+            if not seen and mtime(path) != before:
+                seen.append(time.monotonic())
+            return bool(seen) and time.monotonic() >= seen[0] + delay
+        return ready
 
     rng = random.Random(15)
+    plan = ["imports", "before first checkpoint", "checkpoint write", "after checkpoint",
+            "random", "checkpoint write", "random", "after checkpoint", "checkpoint write",
+            "random"]
+    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
     kills, moments = 0, []
-    plan = ["imports", "before first checkpoint"] + ["checkpoint write", "after checkpoint",
-                                                      "random", "checkpoint write"] * 3
-    index = checkpoints / "checkpoint"
-    while kills < 10:
-        moment = plan[kills]
-        process = subprocess.Popen(command + [str(killed)], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)
-        if moment == "imports":
-            ready = (lambda t=time.monotonic() + 0.5: time.monotonic() > t)
-        elif moment == "before first checkpoint":
-            ready = (killed / "run.json").exists
-        elif moment == "checkpoint write":
-            ready = writing(temporary())
-        elif moment == "after checkpoint":
-            ready = index_changed(index.stat().st_mtime_ns if index.exists() else None)
-        else:  # anywhere in training: a random time after the run files exist
-            def ready(files=killed / "run.json", delay=rng.uniform(0.0, 1.5), seen=[]):
-                if not seen and files.exists():
-                    seen.append(time.monotonic())
-                return bool(seen) and time.monotonic() > seen[0] + delay
-        if _kill_when(process, ready, timeout=30):
+    try:
+        for number, moment in enumerate(plan):
+            argv, log = command + [str(killed)], tmp_path / f"launch-{number}.log"
+            if moment == "imports":  # a fresh interpreter, killed while it imports
+                process = subprocess.Popen([sys.executable, "-m", "seqvae", *argv],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                ready = (lambda t=time.monotonic() + 0.5: time.monotonic() > t)
+            else:
+                ready = {"before first checkpoint": (killed / "run.json").exists,
+                         "checkpoint write": writing(temporary()),
+                         "after checkpoint": changed(index),
+                         # metrics.jsonl is rewritten when the run is restored, then appended
+                         "random": changed(metrics, delay=rng.uniform(0.0, 0.6))}[moment]
+                process = _Launched(launcher, argv, log)
+            if not _kill_when(process, ready):
+                pytest.fail(f"the run ended (status {process.returncode}) before kill {number + 1} "
+                            f"({moments}); {log.read_text()[-2000:] if log.exists() else ''}")
             kills += 1
             latest = tf.train.latest_checkpoint(str(checkpoints)) if index.exists() else None
             moments.append(f"{moment} -> {os.path.basename(latest or 'none')}")
-        else:
-            assert process.returncode == 0, process.stderr.read().decode()[-2000:]
-            break  # finished before this kill: the run is complete
-        if moment == "before first checkpoint":
-            assert not index.exists(), "a checkpoint was written before the kill"
-    assert kills >= 10, f"the run finished after only {kills} kills ({moments})"
-    done = subprocess.run(command + [str(killed)], capture_output=True, text=True)
+            if moment == "before first checkpoint":
+                assert not index.exists(), "a checkpoint was written before the kill"
+    finally:
+        launcher.stdin.close()
+        launcher.wait()
+    assert kills == 10 and any("-> ckpt-" in m for m in moments), moments
+    done = subprocess.run([sys.executable, "-m", "seqvae", *command, str(killed)],
+                          capture_output=True, text=True)  # the real launch, to the end
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     for a, b in zip(_weights(str(straight)), _weights(str(killed))):
         np.testing.assert_array_equal(a, b)
-    steps = [r["step"] for r in read_jsonl(str(killed / "metrics.jsonl")) if r["kind"] == "step"]
-    assert steps == list(range(3, 121, 3))  # every redone step logged once
+    steps = [r["step"] for r in read_jsonl(str(metrics)) if r["kind"] == "step"]
+    assert steps == list(range(3, PREEMPTED_STEPS + 1, 3))  # every redone step logged once
+    assert not temporary(), "what the cut-off saves left was not removed"
     print(f"{kills} kills ({', '.join(moments)}) in {time.monotonic() - started:.0f}s")
 
 
@@ -473,3 +534,62 @@ def test_a_run_that_used_its_time_budget_is_finished_unless_given_more(tmp_path,
     assert f"already finished at step {first['steps']} (time_budget)" in capsys.readouterr().err
     more = train(_with_train(config, time_budget=0.6), run_dir, smiles, resume=True)
     assert more["steps"] > first["steps"]
+
+
+# --- full disk, read-only run directory --------------------------------------------------------
+
+
+def test_a_metrics_write_on_a_full_disk_is_one_line_and_the_run_resumes_exactly(tmp_path, smiles,
+                                                                                 monkeypatch):
+    import errno
+
+    from seqvae import files
+
+    config = _with_train(tiny_config(), max_steps=8, epochs=5, checkpoint_every=4, log_every=2)
+    straight = train(config, str(tmp_path / "straight"), smiles)["weights_checksum"]
+    append, calls = files.append_jsonl, []
+
+    def full_at_step_6(path, record):  # the disk fills while the log line of step 6 is written
+        calls.append(record.get("step"))
+        if record.get("step") == 6:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        append(path, record)
+
+    monkeypatch.setattr(files, "append_jsonl", full_at_step_6)
+    run_dir = str(tmp_path / "run")
+    with pytest.raises(SeqvaeError) as caught:
+        train(config, run_dir, smiles)
+    message = str(caught.value)
+    assert "\n" not in message and 6 in calls
+    assert message.startswith(f"{os.path.join(run_dir, 'metrics.jsonl')}: No space left on device")
+    # ckpt-5, the end of the first epoch (5 steps): the last one before step 6
+    assert tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")).endswith("ckpt-5")
+    monkeypatch.undo()
+    summary = train(config, run_dir, smiles, resume=True)  # the disk has room again
+    assert summary["steps"] == 8 and summary["weights_checksum"] == straight
+
+
+def test_a_read_only_run_directory_is_one_line(tmp_path, smiles, monkeypatch):
+    """Refused in one line from the first file written (the lock), with the checkpoints intact.
+    Simulated (EROFS from the lock's open): the tests may run as root, whom chmod does not stop."""
+    import builtins
+    import errno
+
+    from seqvae.training import rundir
+
+    config = _with_train(tiny_config(), max_steps=4, epochs=5)
+    run_dir = str(tmp_path / "run")
+    before = train(config, run_dir, smiles)["weights_checksum"]
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(run_dir) and args and args[0][0] in "wa+":
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(rundir, "open", read_only, raising=False)
+    longer = _with_train(config, max_steps=8)
+    with pytest.raises(SeqvaeError, match=r"/run/\.lock: Read-only file system; the checkpoints"):
+        train(longer, run_dir, smiles, resume=True)
+    monkeypatch.undo()
+    assert load_run(run_dir) and train(config, run_dir, smiles, resume=True)[
+        "weights_checksum"] == before
