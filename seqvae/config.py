@@ -124,8 +124,8 @@ class TrainConfig:
     kl_cycles: int = 4  # cyclical: number of cycles
     free_bits: float = 0.0  # nats per latent dimension not penalised (0 = off)
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
-    grammar_softmax: bool = False  # SMILES runs: the decoder's softmax is over the tokens the
-    #   grammar mask allows after each prefix (a constrained softmax, trained as it samples)
+    grammar_softmax: bool = False  # SMILES runs (no effect on others): the decoder's softmax is
+    #   over the tokens the grammar mask allows after each prefix (trained as it samples)
     property_weight: float = 0.5  # weight of the property head's MSE (data.properties; chemical VAE 0.5)
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
@@ -311,13 +311,16 @@ def load_config(path: str | os.PathLike) -> Config:
 def with_latent_recipe(config: Config) -> Config:
     """The training recipe that keeps information in z, chosen by ``bench/latent_ablation.py``
     (table in ``bench/latent_ablation.md``): a bidirectional GRU encoder, the KL weight as beta
-    per molecule (0.3), and Kekule SMILES for SMILES runs, whose decoding under the grammar mask
+    per molecule (0.3), and for SMILES runs Kekule SMILES, whose decoding under the grammar mask
     then leaves only valence to chance (aromatic SMILES that do not kekulize were the most
-    common invalid sample)."""
+    common invalid sample), and the constrained softmax (the decoder trained on the distribution
+    the mask samples from: 99.9% valid against 97.3%, a better FCD, at no measurable cost per
+    step)."""
     return dataclasses.replace(
         config, model=dataclasses.replace(config.model, encoder_bidirectional=True),
         data=dataclasses.replace(config.data, kekulize=True),
-        train=dataclasses.replace(config.train, kl_reduction="per_molecule", kl_weight_end=0.3))
+        train=dataclasses.replace(config.train, kl_reduction="per_molecule", kl_weight_end=0.3,
+                                  grammar_softmax=True))
 
 
 def moses_original_config() -> Config:
