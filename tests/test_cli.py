@@ -171,3 +171,4 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
     assert re.search(r"reconstructed \d+\.\d% of the first 20 MOSES test molecules exactly", out)
     assert (tmp_path / "demo" / "samples_t1.smi").exists()
     assert real().train.max_steps == 2000 and real().data.kekulize  # the demo's fixed length
+    assert real().train.grammar_softmax  # and its recipe
