@@ -82,17 +82,9 @@ class SearchResult:
     trajectory: list[dict] = field(default_factory=list)  # one row per decoded point
 
 
-def ascent_paths(predict: Callable, z0: np.ndarray, settings: OptimizeSettings) -> np.ndarray:
-    """Normalised gradient ascent on ``predict`` from each start and restart.
-
-    Args:
-      predict: ``z (B, L) -> (B,)`` a differentiable TensorFlow function, to be increased.
-      z0: float32 ``(S, L)`` starting points.
-
-    Returns:
-      float32 ``(S, R, steps + 1, L)``: the points of each path, ``[:, :, 0]`` its start
-      (``z0`` for restart 0, ``z0`` moved by ``trust_radius / 2`` in a random direction after).
-    """
+def gradient_of(predict: Callable) -> Callable:
+    """The compiled gradient ``z (B, L) -> d sum(predict(z)) / dz (B, L)`` of ``predict``
+    (``ascent_paths``'s; the explorer keeps one per objective so that requests do not trace)."""
     import tensorflow as tf
 
     @tf.function(reduce_retracing=True)
@@ -102,6 +94,25 @@ def ascent_paths(predict: Callable, z0: np.ndarray, settings: OptimizeSettings) 
             value = tf.reduce_sum(predict(z))
         return tape.gradient(value, z)
 
+    return gradient
+
+
+def ascent_paths(predict: Callable, z0: np.ndarray, settings: OptimizeSettings,
+                 gradient: Callable | None = None) -> np.ndarray:
+    """Normalised gradient ascent on ``predict`` from each start and restart.
+
+    Args:
+      predict: ``z (B, L) -> (B,)`` a differentiable TensorFlow function, to be increased.
+      z0: float32 ``(S, L)`` starting points.
+      gradient: ``gradient_of(predict)`` made earlier (default: made here, traced on first use).
+
+    Returns:
+      float32 ``(S, R, steps + 1, L)``: the points of each path, ``[:, :, 0]`` its start
+      (``z0`` for restart 0, ``z0`` moved by ``trust_radius / 2`` in a random direction after).
+    """
+    import tensorflow as tf
+
+    gradient = gradient or gradient_of(predict)
     rng = np.random.default_rng(settings.seed)
     starts, restarts, latent = z0.shape[0], settings.restarts, z0.shape[1]
     centre = np.repeat(z0[:, None], restarts, axis=1).reshape(-1, latent)  # (S*R, L)

@@ -1,17 +1,19 @@
-"""The hook through which the explorer finds a run's property head (the optimisation issue).
+"""The explorer's view of a run's property head (``seqvae fit-properties``, or trained jointly
+with ``train --properties``): a "predicted" map colour per property and the Optimise panel.
 
-The explorer shows a "predicted" colour and an Optimise panel only when ``find_property_head``
-returns an object with the ``PropertyHead`` interface; today no run has one, so it returns None
-and both stay hidden. The property-head work plugs in here, by setting ``run.property_head`` when
-``load_run`` finds a trained head in the run directory, or by changing this one function.
+``find_property_head`` is the one place the explorer looks for a head; the climb itself is
+``seqvae.optimize.ascent_paths`` (one path, no restarts), as ``seqvae optimize`` takes it.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from seqvae.errors import SeqvaeError
 from seqvae.training.rundir import Run
 
 
@@ -20,20 +22,70 @@ class PropertyHead(Protocol):
     """What the explorer needs from a property head.
 
     Attributes:
-        name: what it predicts, shown in the page (e.g. ``"logP"``).
+        names: the properties it predicts, as shown in the page (e.g. ``("logp", "qed")``).
     """
 
-    name: str
+    names: tuple[str, ...]
 
     def predict(self, z: np.ndarray) -> np.ndarray:
-        """``z (N, latent_dim)`` -> float ``(N,)`` predicted property."""
+        """``z (N, latent_dim)`` -> float ``(N, len(names))`` predicted properties."""
 
-    def optimise(self, z: np.ndarray, steps: int) -> np.ndarray:
-        """A trajectory from ``z (latent_dim,)`` towards a better property: float
-        ``(steps + 1, latent_dim)``, the start first."""
+    def optimise(self, z: np.ndarray, name: str, steps: int, minimize: bool = False) -> np.ndarray:
+        """A trajectory from ``z (latent_dim,)`` towards a higher (``minimize``: lower)
+        prediction of ``name``: float ``(steps + 1, latent_dim)``, the start first."""
+
+
+class FittedPropertyHead:
+    """``PropertyHead`` of a ``seqvae.training.property_fit.FittedHead``: normalised gradient
+    steps of ``step_size`` on its prediction, never farther than ``trust_radius`` from the start
+    (``seqvae optimize``'s defaults)."""
+
+    def __init__(self, fitted, step_size: float = 0.25, trust_radius: float = 2.0):
+        self.fitted, self.names = fitted, tuple(fitted.names)
+        self.step_size, self.trust_radius = step_size, trust_radius
+        self._gradients = {}  # name -> the compiled gradient of its prediction
+
+    def predict(self, z: np.ndarray) -> np.ndarray:
+        return self.fitted.predict(np.asarray(z, np.float32))
+
+    def optimise(self, z: np.ndarray, name: str, steps: int, minimize: bool = False) -> np.ndarray:
+        from seqvae.optimize import OptimizeSettings, ascent_paths
+
+        index, sign = self.fitted.index(name), -1.0 if minimize else 1.0
+        gradient = self.gradient(name)
+        settings = OptimizeSettings(steps=steps, restarts=1, step_size=self.step_size,
+                                    trust_radius=self.trust_radius)
+        z0 = np.asarray(z, np.float32).reshape(1, -1)
+        return ascent_paths(lambda batch: sign * self.fitted.model(batch)[:, index], z0, settings,
+                            lambda batch: sign * gradient(batch))[0, 0]  # (steps + 1, L)
+
+    def gradient(self, name: str):
+        """The compiled gradient of the prediction of ``name``, ``z (B, L) -> (B, L)``, made
+        once per property (and traced on first use), so that requests do not trace."""
+        from seqvae.optimize import gradient_of
+
+        if name not in self._gradients:
+            index = self.fitted.index(name)
+            self._gradients[name] = gradient_of(lambda batch: self.fitted.model(batch)[:, index])
+        return self._gradients[name]
 
 
 def find_property_head(run: Run) -> PropertyHead | None:
-    """The run's property head, or None when it has none (or the object lacks the interface)."""
+    """The run's property head: ``run.property_head`` when set (a caller's own ``PropertyHead``),
+    else the head in ``RUN/property_head/`` or the one trained jointly; None when there is none.
+    A head that cannot be read is left out with a note on stderr: the rest of the page works
+    without it."""
     head = getattr(run, "property_head", None)
-    return head if isinstance(head, PropertyHead) else None
+    if head is not None:
+        return head if isinstance(head, PropertyHead) else None
+    from seqvae.training.property_fit import HEAD_DIR, load_head
+
+    fitted_file = os.path.join(run.run_dir, HEAD_DIR, "head.json")
+    joint = run.info.get("properties") and getattr(run.model, "property_head", None) is not None
+    if not (os.path.exists(fitted_file) or joint):
+        return None
+    try:
+        return FittedPropertyHead(load_head(run))
+    except SeqvaeError as error:
+        print(f"seqvae explore: no Optimise panel: {error}", file=sys.stderr, flush=True)
+        return None

@@ -1,5 +1,7 @@
 """seqvae.explore.explorer (and the map it reads, latent_map) on a tiny trained run."""
 
+import os
+import shutil
 import threading
 
 import numpy as np
@@ -17,15 +19,19 @@ MOLECULES = list(dict.fromkeys(SMILES + HELD_OUT))
 
 
 class SumHead:
-    """A stand-in property head: predicts sum(z) and climbs it in steps of 0.1 per dimension."""
+    """A stand-in property head: predicts sum(z) ("sum") and -z[0] ("minus first"), and climbs
+    or descends one of them in steps of 0.1 along its gradient."""
 
-    name = "sum of z"
+    names = ("sum", "minus first")
 
     def predict(self, z):
-        return np.asarray(z).sum(axis=1)
+        z = np.asarray(z)
+        return np.stack([z.sum(axis=1), -z[:, 0]], axis=1)
 
-    def optimise(self, z, steps):
-        return np.stack([z + 0.1 * k for k in range(steps + 1)])
+    def optimise(self, z, name, steps, minimize=False):
+        direction = np.ones_like(z) if name == "sum" else -np.eye(len(z))[0]
+        return np.stack([z + (-0.1 if minimize else 0.1) * k * direction
+                         for k in range(steps + 1)])
 
 
 @pytest.fixture(scope="module")
@@ -165,16 +171,69 @@ def test_optimisation_follows_the_property_head(run, explorer):
     try:
         assert find_property_head(run) is head
         with_head = Explorer(run, explorer.map, find_property_head(run))
-        np.testing.assert_allclose(with_head.map.properties["predicted"], explorer.map.z.sum(1))
+        np.testing.assert_allclose(with_head.map.properties["predicted:sum"], explorer.map.z.sum(1))
+        np.testing.assert_allclose(with_head.map.properties["predicted:minus first"],
+                                   -explorer.map.z[:, 0])
         result = with_head.optimise(explorer.map.z[0].tolist(), steps=4, reference=MOLECULES[0])
         predicted = [entry["predicted"] for entry in result["path"]]
         assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
-        assert result["name"] == "sum of z"
+        assert result["name"] == "sum" and [e["step"] for e in result["path"]] == [0, 1, 2, 3, 4]
+        assert all(e["value"] is None for e in result["path"])  # RDKit does not compute "sum"
+        down = with_head.optimise(explorer.map.z[0].tolist(), "minus first", 3, minimize=True)
+        assert np.all(np.diff([e["predicted"] for e in down["path"]]) < 0) and down["minimize"]
+        with pytest.raises(SeqvaeError, match="predicts sum, minus first, not 'qed'"):
+            with_head.optimise(explorer.map.z[0].tolist(), "qed")
+        typed = with_head.select(smiles="CCO", count=1)
+        assert typed["properties"]["predicted:sum"] == pytest.approx(sum(typed["z"]), abs=1e-5)
     finally:
         del run.property_head
-        explorer.map.properties.pop("predicted", None)
+        for name in SumHead.names:
+            explorer.map.properties.pop(f"predicted:{name}", None)
     run.property_head = object()  # no PropertyHead interface: ignored
     try:
         assert find_property_head(run) is None
     finally:
         del run.property_head
+
+
+@pytest.fixture(scope="module")
+def run_with_head(tiny_run_dir, tmp_path_factory):
+    """A copy of the tiny run with a property head (logP, QED) fitted on its training molecules."""
+    from seqvae.training.property_fit import fit_properties
+
+    copy = str(tmp_path_factory.mktemp("with-head") / "run")
+    shutil.copytree(tiny_run_dir, copy)
+    fit_properties(copy, "logp,qed", data=MOLECULES, limit=0, test=None, epochs=5)
+    return load_run(copy)
+
+
+def test_a_fitted_head_colours_the_map_and_climbs_its_prediction(run_with_head, molecules_file):
+    head = find_property_head(run_with_head)
+    assert head is not None and head.names == ("logp", "qed")
+    latent = latent_map_lib.build_map(run_with_head, molecules_file, n=100, progress=None)
+    with_head = Explorer(run_with_head, latent, head)
+    with_head.warm_up(background_beam=False)
+    fitted = with_head.map.properties["predicted:logp"]
+    assert fitted.shape == (len(MOLECULES),) and np.isfinite(fitted).all()
+    result = with_head.optimise(latent.z[0].tolist(), "logp", steps=6, reference=MOLECULES[0])
+    path = result["path"]
+    assert len(path) == 7 and path[0]["predicted"] == pytest.approx(float(fitted[0]), abs=1e-4)
+    assert path[-1]["predicted"] > path[0]["predicted"]  # the ascent raises the prediction
+    start = latent.coords[0]  # the trajectory starts at the molecule's place on the map
+    assert (path[0]["x"], path[0]["y"]) == pytest.approx((start[0], start[1]), abs=1e-4)
+    for entry in path:  # RDKit's logP of every valid decoded molecule
+        if entry["valid"]:
+            assert entry["value"] == pytest.approx(chemistry.logp(entry["smiles"]), abs=1e-4)
+        else:
+            assert entry["value"] is None
+    down = with_head.optimise(latent.z[0].tolist(), "logp", steps=6, minimize=True)
+    assert down["path"][-1]["predicted"] < down["path"][0]["predicted"]
+
+
+def test_a_damaged_head_leaves_the_explorer_without_optimisation(run_with_head, tmp_path, capsys):
+    copy = str(tmp_path / "run")
+    shutil.copytree(run_with_head.run_dir, copy)
+    with open(os.path.join(copy, "property_head", "head.weights.h5"), "wb") as out:
+        out.write(b"not hdf5")
+    assert find_property_head(load_run(copy)) is None
+    assert "no Optimise panel" in capsys.readouterr().err
