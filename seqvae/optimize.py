@@ -83,28 +83,30 @@ class SearchResult:
 
 
 def gradient_of(predict: Callable) -> Callable:
-    """The compiled gradient ``z (B, L) -> d sum(predict(z)) / dz (B, L)`` of ``predict``
-    (``ascent_paths``'s; the explorer keeps one per objective so that requests do not trace)."""
+    """The compiled gradient ``(z (B, L), *args) -> d sum(predict(z, *args)) / dz (B, L)``
+    (``ascent_paths``'s; the explorer keeps one, so that its requests do not trace)."""
     import tensorflow as tf
 
     @tf.function(reduce_retracing=True)
-    def gradient(z):
+    def gradient(z, *args):
         with tf.GradientTape() as tape:
             tape.watch(z)
-            value = tf.reduce_sum(predict(z))
+            value = tf.reduce_sum(predict(z, *args))
         return tape.gradient(value, z)
 
     return gradient
 
 
-def ascent_paths(predict: Callable, z0: np.ndarray, settings: OptimizeSettings,
+def ascent_paths(predict: Callable | None, z0: np.ndarray, settings: OptimizeSettings,
                  gradient: Callable | None = None) -> np.ndarray:
     """Normalised gradient ascent on ``predict`` from each start and restart.
 
     Args:
-      predict: ``z (B, L) -> (B,)`` a differentiable TensorFlow function, to be increased.
+      predict: ``z (B, L) -> (B,)`` a differentiable TensorFlow function, to be increased
+        (unused when ``gradient`` is given).
       z0: float32 ``(S, L)`` starting points.
-      gradient: ``gradient_of(predict)`` made earlier (default: made here, traced on first use).
+      gradient: ``z (B, L) -> (B, L)`` the gradient of ``predict``, compiled earlier (default:
+        ``gradient_of(predict)``, traced on first use).
 
     Returns:
       float32 ``(S, R, steps + 1, L)``: the points of each path, ``[:, :, 0]`` its start

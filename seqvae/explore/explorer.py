@@ -67,8 +67,8 @@ class Explorer:
         zeros = np.zeros((1, self.latent_dim), np.float32)
         self.decode(zeros)  # the first run of a graph is slow too
         self._sampler(tf.constant(zeros), tf.constant([0, 0]), tf.constant(1.0))
-        for name in self.head.names if self.head is not None else ():
-            self.head.optimise(zeros[0], name, 1)  # traces its gradient
+        if self.head is not None:
+            self.head.optimise(zeros[0], self.head.names[0], 1)  # traces its gradient
 
         def trace_beam():
             try:

@@ -38,36 +38,33 @@ class PropertyHead(Protocol):
 class FittedPropertyHead:
     """``PropertyHead`` of a ``seqvae.training.property_fit.FittedHead``: normalised gradient
     steps of ``step_size`` on its prediction, never farther than ``trust_radius`` from the start
-    (``seqvae optimize``'s defaults)."""
+    (``seqvae optimize``'s defaults). The gradient is compiled once for all properties and both
+    directions (the chosen one is a weight vector), so it is traced once, at start-up."""
 
     def __init__(self, fitted, step_size: float = 0.25, trust_radius: float = 2.0):
         self.fitted, self.names = fitted, tuple(fitted.names)
         self.step_size, self.trust_radius = step_size, trust_radius
-        self._gradients = {}  # name -> the compiled gradient of its prediction
+        self._gradient = None  # z (B, L), weights (P,) -> d sum(prediction . weights) / dz
 
     def predict(self, z: np.ndarray) -> np.ndarray:
         return self.fitted.predict(np.asarray(z, np.float32))
 
     def optimise(self, z: np.ndarray, name: str, steps: int, minimize: bool = False) -> np.ndarray:
-        from seqvae.optimize import OptimizeSettings, ascent_paths
+        import tensorflow as tf
 
-        index, sign = self.fitted.index(name), -1.0 if minimize else 1.0
-        gradient = self.gradient(name)
+        from seqvae.optimize import OptimizeSettings, ascent_paths, gradient_of
+
+        if self._gradient is None:  # one compiled gradient for every property and direction
+            self._gradient = gradient_of(
+                lambda batch, weights: tf.linalg.matvec(self.fitted.model(batch), weights))
+        weights = np.zeros(len(self.names), np.float32)
+        weights[self.fitted.index(name)] = -1.0 if minimize else 1.0
+        weights = tf.constant(weights)
         settings = OptimizeSettings(steps=steps, restarts=1, step_size=self.step_size,
                                     trust_radius=self.trust_radius)
         z0 = np.asarray(z, np.float32).reshape(1, -1)
-        return ascent_paths(lambda batch: sign * self.fitted.model(batch)[:, index], z0, settings,
-                            lambda batch: sign * gradient(batch))[0, 0]  # (steps + 1, L)
-
-    def gradient(self, name: str):
-        """The compiled gradient of the prediction of ``name``, ``z (B, L) -> (B, L)``, made
-        once per property (and traced on first use), so that requests do not trace."""
-        from seqvae.optimize import gradient_of
-
-        if name not in self._gradients:
-            index = self.fitted.index(name)
-            self._gradients[name] = gradient_of(lambda batch: self.fitted.model(batch)[:, index])
-        return self._gradients[name]
+        return ascent_paths(None, z0, settings,
+                            lambda batch: self._gradient(batch, weights))[0, 0]  # (steps + 1, L)
 
 
 def find_property_head(run: Run) -> PropertyHead | None:

@@ -36,7 +36,8 @@ def test_the_figure_draws_every_point_and_the_shown_sets():
     shown = {t["name"]: t for t in drawn["data"][1:] if t["showlegend"]}
     assert list(shown) == ["neighbours", "selected", "interpolation"]
     assert shown["neighbours"]["customdata"] == ["CCO", "C1C"]
-    assert shown["neighbours"]["marker"]["symbol"] == ["circle-open", "x-thin-open"]  # invalid
+    assert shown["neighbours"]["marker"]["symbol"] == ["circle-open", "x"]  # invalid
+    assert {t["type"] for t in drawn["data"]} == {"scattergl"}  # SVG would be drawn under the map
     assert shown["selected"]["x"] == [0.0] and shown["interpolation"]["mode"] == "lines+markers"
 
 
