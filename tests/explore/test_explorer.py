@@ -12,17 +12,18 @@ from seqvae.data import chemistry
 from seqvae.errors import SeqvaeError
 from seqvae.explore import latent_map as latent_map_lib
 from seqvae.explore.explorer import Explorer
-from seqvae.explore.property_head import PropertyHead, find_property_head
+from seqvae.explore.property_head import FittedPropertyHead, PropertyHead, find_property_head
 from seqvae.training.rundir import load_run
 
 MOLECULES = list(dict.fromkeys(SMILES + HELD_OUT))
 
 
 class SumHead:
-    """A stand-in property head: predicts sum(z) ("sum") and -z[0] ("minus first"), and climbs
-    or descends one of them in steps of 0.1 along its gradient."""
+    """A stand-in property head: "sum" predicts sum(z) and "logp" predicts -z[0] (a stand-in
+    under a name RDKit computes, so that trajectories are scored); each climbs (or descends) in
+    steps of 0.1 along its gradient."""
 
-    names = ("sum", "minus first")
+    names = ("sum", "logp")
 
     def predict(self, z):
         z = np.asarray(z)
@@ -48,7 +49,9 @@ def molecules_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def explorer(run, molecules_file):
-    return Explorer(run, latent_map_lib.build_map(run, molecules_file, n=100, progress=None))
+    """An explorer of the tiny run, with the stand-in property head."""
+    return Explorer(run, latent_map_lib.build_map(run, molecules_file, n=100, progress=None),
+                    SumHead())
 
 
 def test_the_map_holds_every_encodable_molecule_with_its_properties(explorer, run):
@@ -161,36 +164,39 @@ def test_requests_in_parallel_threads_all_answer(explorer):
     assert not errors and len(results) == 4
 
 
-def test_optimisation_follows_the_property_head(run, explorer):
-    assert find_property_head(run) is None and explorer.head is None
+def test_optimisation_follows_the_property_head(explorer, monkeypatch):
+    z = explorer.map.z
+    np.testing.assert_allclose(explorer.map.properties["predicted:sum"], z.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(explorer.map.properties["predicted:logp"], -z[:, 0], rtol=1e-5)
+    result = explorer.optimise(z[0].tolist(), steps=4, reference=MOLECULES[0])  # the first: sum
+    predicted = [entry["predicted"] for entry in result["path"]]
+    assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
+    assert result["name"] == "sum" and [e["step"] for e in result["path"]] == [0, 1, 2, 3, 4]
+    assert all(e["value"] is None for e in result["path"])  # RDKit does not compute "sum"
+    assert (result["path"][0]["x"], result["path"][0]["y"]) == pytest.approx(
+        tuple(explorer.map.coords[0]), abs=1e-4)  # the trajectory starts at the molecule
+    down = explorer.optimise(z[0].tolist(), "logp", 3, minimize=True)
+    assert np.all(np.diff([e["predicted"] for e in down["path"]]) < 0) and down["minimize"]
+    for entry in down["path"]:  # RDKit's logP of each decoded molecule, None when invalid
+        assert entry["value"] == (pytest.approx(chemistry.logp(entry["smiles"]), abs=1e-4)
+                                  if entry["valid"] else None)
+    with pytest.raises(SeqvaeError, match="predicts sum, logp, not 'qed'"):
+        explorer.optimise(z[0].tolist(), "qed")
+    typed = explorer.select(smiles="CCO", count=1)
+    assert typed["properties"]["predicted:sum"] == pytest.approx(sum(typed["z"]), abs=1e-5)
+    monkeypatch.setattr(explorer, "head", None)
     with pytest.raises(SeqvaeError, match="no property head"):
-        explorer.optimise(explorer.map.z[0].tolist())
+        explorer.optimise(z[0].tolist())
+
+
+def test_find_property_head_takes_the_runs_own_or_none(run):
+    assert find_property_head(run) is None  # no RUN/property_head/, no joint head
     head = SumHead()
     assert isinstance(head, PropertyHead)
     run.property_head = head
     try:
         assert find_property_head(run) is head
-        with_head = Explorer(run, explorer.map, find_property_head(run))
-        np.testing.assert_allclose(with_head.map.properties["predicted:sum"], explorer.map.z.sum(1))
-        np.testing.assert_allclose(with_head.map.properties["predicted:minus first"],
-                                   -explorer.map.z[:, 0])
-        result = with_head.optimise(explorer.map.z[0].tolist(), steps=4, reference=MOLECULES[0])
-        predicted = [entry["predicted"] for entry in result["path"]]
-        assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
-        assert result["name"] == "sum" and [e["step"] for e in result["path"]] == [0, 1, 2, 3, 4]
-        assert all(e["value"] is None for e in result["path"])  # RDKit does not compute "sum"
-        down = with_head.optimise(explorer.map.z[0].tolist(), "minus first", 3, minimize=True)
-        assert np.all(np.diff([e["predicted"] for e in down["path"]]) < 0) and down["minimize"]
-        with pytest.raises(SeqvaeError, match="predicts sum, minus first, not 'qed'"):
-            with_head.optimise(explorer.map.z[0].tolist(), "qed")
-        typed = with_head.select(smiles="CCO", count=1)
-        assert typed["properties"]["predicted:sum"] == pytest.approx(sum(typed["z"]), abs=1e-5)
-    finally:
-        del run.property_head
-        for name in SumHead.names:
-            explorer.map.properties.pop(f"predicted:{name}", None)
-    run.property_head = object()  # no PropertyHead interface: ignored
-    try:
+        run.property_head = object()  # no PropertyHead interface: ignored
         assert find_property_head(run) is None
     finally:
         del run.property_head
@@ -207,27 +213,21 @@ def run_with_head(tiny_run_dir, tmp_path_factory):
     return load_run(copy)
 
 
-def test_a_fitted_head_colours_the_map_and_climbs_its_prediction(run_with_head, molecules_file):
+def test_a_fitted_head_climbs_its_prediction_in_steps_within_the_trust_region(run_with_head):
     head = find_property_head(run_with_head)
-    assert head is not None and head.names == ("logp", "qed")
-    latent = latent_map_lib.build_map(run_with_head, molecules_file, n=100, progress=None)
-    with_head = Explorer(run_with_head, latent, head)
-    with_head.warm_up(background_beam=False)
-    fitted = with_head.map.properties["predicted:logp"]
-    assert fitted.shape == (len(MOLECULES),) and np.isfinite(fitted).all()
-    result = with_head.optimise(latent.z[0].tolist(), "logp", steps=6, reference=MOLECULES[0])
-    path = result["path"]
-    assert len(path) == 7 and path[0]["predicted"] == pytest.approx(float(fitted[0]), abs=1e-4)
-    assert path[-1]["predicted"] > path[0]["predicted"]  # the ascent raises the prediction
-    start = latent.coords[0]  # the trajectory starts at the molecule's place on the map
-    assert (path[0]["x"], path[0]["y"]) == pytest.approx((start[0], start[1]), abs=1e-4)
-    for entry in path:  # RDKit's logP of every valid decoded molecule
-        if entry["valid"]:
-            assert entry["value"] == pytest.approx(chemistry.logp(entry["smiles"]), abs=1e-4)
-        else:
-            assert entry["value"] is None
-    down = with_head.optimise(latent.z[0].tolist(), "logp", steps=6, minimize=True)
-    assert down["path"][-1]["predicted"] < down["path"][0]["predicted"]
+    assert isinstance(head, FittedPropertyHead) and head.names == ("logp", "qed")
+    z0 = np.random.default_rng(0).standard_normal(run_with_head.config.model.latent_dim)
+    assert head.predict(z0[None]).shape == (1, 2)
+    for minimize in (False, True):
+        path = head.optimise(z0, "logp", 12, minimize)  # 12 steps of 0.25: the region (2) binds
+        assert path.shape == (13, len(z0)) and np.allclose(path[0], z0)
+        distance = np.linalg.norm(path - z0, axis=1)
+        assert distance.max() <= 2.0 + 1e-4
+        np.testing.assert_allclose(np.linalg.norm(np.diff(path[:5], axis=0), axis=1), 0.25,
+                                   rtol=1e-4)
+        logp = head.predict(path)[:, 0]
+        assert (logp[-1] < logp[0]) if minimize else (logp[-1] > logp[0])
+    assert head.optimise(z0, "qed", 2).shape == (3, len(z0))
 
 
 def test_a_damaged_head_leaves_the_explorer_without_optimisation(run_with_head, tmp_path, capsys):
