@@ -60,7 +60,7 @@ def map_figure(latent: LatentMap, colour: str, overlays: dict) -> dict:
     """The map as a Plotly figure dict: every molecule (WebGL), then the ``OVERLAYS``."""
     values = latent.properties.get(colour)
     colour_list = [None if v != v else float(v) for v in values] if values is not None else None
-    label = dict(COLOURS).get(colour, colour)
+    label = dict(COLOURS).get(colour) or colour.replace("predicted:", "") + " (predicted)"
     points = {"type": "scattergl", "mode": "markers", "name": "molecules",
               "x": latent.coords[:, 0].tolist(), "y": latent.coords[:, 1].tolist(),
               "customdata": list(range(len(latent))), "hoverinfo": "none",
