@@ -56,6 +56,13 @@ RECIPES = {
     "kekule_beta0.3_molecule_bidir_gsoftmax": [
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true"],
+    # the demo recipe on SELFIES (valid by construction through its own grammar): the reference
+    "selfies_beta0.3_molecule_bidir": ["data.tokenizer=selfies", "train.kl_reduction=per_molecule",
+                                       "train.kl_weight_end=0.3", "model.encoder_bidirectional=true"],
+    # more information in z (beta 0.1), validity and FCD from the constrained softmax
+    "kekule_beta0.1_molecule_bidir_gsoftmax": [
+        "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
+        "model.encoder_bidirectional=true", "train.grammar_softmax=true"],
 }
 
 

@@ -393,8 +393,9 @@ def cmd_optimize(args) -> int:
                   if os.path.exists(args.start) or args.start.startswith("moses:") else [args.start])
         if args.n and args.start.startswith("moses:"):
             starts = starts[:args.n]
+    single = starts is not None and len(starts) == 1  # its path is printed
     found = opt.optimize(run, args.objective, starts, n=args.n, settings=settings,
-                         keep_trajectory=bool(args.trajectory),
+                         keep_trajectory=bool(args.trajectory) or single,
                          progress=lambda line: print(f"seqvae optimize: {line}", file=sys.stderr,
                                                      flush=True))
     write_text_atomic(args.out, opt.results_csv(found.results))
@@ -408,6 +409,10 @@ def cmd_optimize(args) -> int:
         r = found.results[0]
         print(f"start {r.start} ({r.start_value:.3f}) -> {r.smiles or '(none)'} "
               f"({r.value:.3f}, similarity {r.similarity:.3f}, restart {r.restart} step {r.step})")
+        if single:
+            print(f"greedy decodings along the paths ({args.objective}; every decoding in "
+                  f"{args.trajectory or '--trajectory FILE'}):")
+            print("\n".join(opt.path_lines(found.trajectory)))
     return 0
 
 
@@ -647,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=2,
                    help="sampled decodings per point besides the greedy one")
     p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("-n", type=int, default=800,
+    p.add_argument("-n", "--n", type=int, default=800,
                    help="prior samples without --start; the first N of a moses:SPLIT start")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="results CSV (one row per start)")

@@ -156,7 +156,7 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
     report = progress or (lambda line: None)
     score = score or props.rdkit_property(objective)
     index, sign = head.index(objective), -1.0 if settings.minimize else 1.0
-    paths = ascent_paths(lambda z: sign * head.model(z)[:, index], z0, settings)  # (S, R, K, L)
+    paths = ascent_paths(lambda z: sign * head.output(z)[:, index], z0, settings)  # (S, R, K, L)
     S, R, K, L = paths.shape
     flat = paths.reshape(-1, L)
     predicted = head.predict(flat)[:, index].reshape(S, R, K)
@@ -315,6 +315,23 @@ def trajectory_csv(trajectory: Sequence[dict]) -> str:
                          f"{point[c]:.4f}" if isinstance(point[c], float) else point[c]
                          for c in columns])
     return buffer.getvalue()
+
+
+def path_lines(trajectory: Sequence[dict], start_index: int = 0) -> list[str]:
+    """The greedy decodings along each path of one start, a line per point: restart, step,
+    distance from the start's encoding, the head's prediction, the molecule, its RDKit value and
+    its similarity to the start."""
+    lines = [f"{'restart':>7} {'step':>4} {'|z-z0|':>6} {'predicted':>9} {'value':>8} "
+             f"{'similarity':>10}  smiles"]
+    for point in trajectory:
+        if point["start_index"] != start_index or point["decoding"] != "greedy":
+            continue
+        value, similarity = (f"{point[key]:.3f}" if not math.isnan(point[key]) else "-"
+                             for key in ("value", "similarity"))
+        lines.append(f"{point['restart']:>7} {point['step']:>4} {point['distance']:>6.2f} "
+                     f"{point['predicted']:>9.3f} {value:>8} {similarity:>10}  "
+                     f"{point['smiles'] or '(invalid)'}")
+    return lines
 
 
 def summarize(results: Sequence[StartResult]) -> dict:

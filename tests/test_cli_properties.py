@@ -44,6 +44,12 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     assert len(rows) == 3 and set(rows[0]) >= {"start", "smiles", "start_value", "value", "similarity"}
     assert all(float(r["similarity"]) >= 0.4 for r in rows if r["smiles"])
     assert len(open(tmp_path / "path.csv").read().splitlines()) == 1 + 3 * 3 * 2
+    capsys.readouterr()
+    assert main(["optimize", run_dir, "--objective", "logp", "--start", HELD_OUT[0], "--steps", "2",
+                 "--restarts", "2", "--samples", "0", "--out", str(results)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("1 starts:") and out[1].startswith(f"start {HELD_OUT[0]} (")
+    assert out[3].split()[:2] == ["restart", "step"] and len(out) == 4 + 2 * 3  # the greedy path
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -60,6 +60,10 @@ def test_stub_objective_improves_and_values_are_rescored(run, stub_head):
     summary = opt.summarize(found.results)
     assert summary["starts"] == len(HELD_OUT) and summary["improvement_mean"] > 0
     assert len(found.trajectory) == len(HELD_OUT) * 2 * 5 * 3
+    lines = opt.path_lines(found.trajectory, start_index=1)
+    assert lines[0].split()[:3] == ["restart", "step", "|z-z0|"] and len(lines) == 1 + 2 * 5
+    first = [p for p in found.trajectory if p["start_index"] == 1 and p["decoding"] == "greedy"][0]
+    assert lines[1].split()[:2] == ["0", "0"] and lines[1].endswith(first["smiles"] or "(invalid)")
 
 
 @pytest.mark.parametrize("similarity", [0.4, 0.6])

@@ -205,13 +205,12 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
 
 def _property_metrics(run: Run, held_out: list[str], report, notes: list[str]) -> dict | None:
-    """R² and MAE of the run's property head (``seqvae fit-properties``) on the held-out
-    molecules, as ``{"logp R2": ..., "logp MAE": ..., "molecules": N}``; None without a head."""
-    import os
+    """R² and MAE of the run's property head (fitted by ``seqvae fit-properties`` or trained
+    jointly) on the held-out molecules, as ``{"logp R2": ..., "logp MAE": ..., "molecules": N}``;
+    None without a head."""
+    from seqvae.training.property_fit import has_head, head_metrics, load_head
 
-    from seqvae.training.property_fit import HEAD_DIR, head_metrics, load_head
-
-    if not held_out or not os.path.exists(os.path.join(run.run_dir, HEAD_DIR, "head.json")):
+    if not held_out or not has_head(run):
         return None
     report(f"property head: R2 and MAE on {len(held_out)} test molecules")
     metrics = head_metrics(run, load_head(run), held_out, notes=notes)

@@ -74,7 +74,7 @@ def _rows(results: dict) -> list[tuple[str, list[tuple[str, str]]]]:
             continue
         sections.append((title, [(name, _format_value(value)) for name, value in values.items()
                                  if not isinstance(value, (list, tuple, dict))]))
-    if results.get("properties"):  # only runs with a property head (seqvae fit-properties)
+    if results.get("properties"):  # only runs with a property head (fitted or joint)
         sections.append(("Property head on the test molecules",
                          [(name, _format_value(value)) for name, value in results["properties"].items()]))
     return sections

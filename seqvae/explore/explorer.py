@@ -20,7 +20,7 @@ from seqvae.data.preparation import encode_texts, ids_to_texts
 from seqvae.errors import SeqvaeError
 from seqvae.explore import molecules
 from seqvae.explore.latent_map import LatentMap
-from seqvae.explore.property_head import PropertyHead
+from seqvae.explore.property_head import PropertyHead, default_objective
 from seqvae.training.rundir import Run
 
 MAX_TYPED = 300  # characters in a typed SMILES
@@ -192,7 +192,7 @@ class Explorer:
 
     def optimise(self, z: list[float], name: str | None = None, steps: int = 20,
                  minimize: bool = False, beam: bool = False, reference: str | None = None) -> dict:
-        """Follows the property head's prediction of ``name`` (default: its first property) up
+        """Follows the property head's prediction of ``name`` (default: ``default_objective``) up
         (``minimize``: down) from ``z``; every point of the trajectory decoded at once, and each
         decoded molecule scored with RDKit where RDKit computes ``name``.
 
@@ -202,7 +202,7 @@ class Explorer:
         """
         if self.head is None:
             raise SeqvaeError("this run has no property head to optimise")
-        name = name or self.head.names[0]
+        name = name or default_objective(self.head.names)
         if name not in self.head.names:
             raise SeqvaeError(f"the property head predicts {', '.join(self.head.names)}, "
                               f"not {name!r}")

@@ -9,6 +9,7 @@ from dash import dcc, html
 
 from seqvae.explore import molecules
 from seqvae.explore.figure import map_figure
+from seqvae.explore.property_head import default_objective
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
@@ -163,7 +164,8 @@ def _optimise_panel(names):
         html.Div(className="row", children=[
             html.Label("property"),
             dcc.Dropdown(id="objective", options=[{"label": n, "value": n} for n in names],
-                         value=names[0], clearable=False, style={"width": "140px"}),
+                         value=default_objective(names), clearable=False,
+                         style={"width": "140px"}),
             dcc.RadioItems(id="direction", value="higher", inline=True, options=[
                 {"label": " higher ", "value": "higher"}, {"label": " lower", "value": "lower"}]),
             html.Label("steps"),

@@ -7,14 +7,17 @@ with ``train --properties``): a "predicted" map colour per property and the Opti
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from seqvae.errors import SeqvaeError
 from seqvae.training.rundir import Run
+
+# The property the Optimise panel starts with: the first of these the head predicts (else its
+# first), the benchmark's objectives before plain logP.
+PREFERRED = ("plogp", "qed", "logp")
 
 
 @runtime_checkable
@@ -35,6 +38,11 @@ class PropertyHead(Protocol):
         prediction of ``name``: float ``(steps + 1, latent_dim)``, the start first."""
 
 
+def default_objective(names: Sequence[str]) -> str:
+    """The property the Optimise panel starts with (``PREFERRED``, else the first)."""
+    return next((name for name in PREFERRED if name in names), names[0])
+
+
 class FittedPropertyHead:
     """``PropertyHead`` of a ``seqvae.training.property_fit.FittedHead``: normalised gradient
     steps of ``step_size`` on its prediction, never farther than ``trust_radius`` from the start
@@ -44,7 +52,7 @@ class FittedPropertyHead:
     def __init__(self, fitted, step_size: float = 0.25, trust_radius: float = 2.0):
         self.fitted, self.names = fitted, tuple(fitted.names)
         self.step_size, self.trust_radius = step_size, trust_radius
-        self._gradient = None  # z (B, L), weights (P,) -> d sum(prediction . weights) / dz
+        self._gradient = None  # z (B, L), weights (P,) -> d sum(output . weights) / dz
 
     def predict(self, z: np.ndarray) -> np.ndarray:
         return self.fitted.predict(np.asarray(z, np.float32))
@@ -56,12 +64,12 @@ class FittedPropertyHead:
 
         if self._gradient is None:  # one compiled gradient for every property and direction
             self._gradient = gradient_of(
-                lambda batch, weights: tf.linalg.matvec(self.fitted.model(batch), weights))
+                lambda batch, weights: tf.linalg.matvec(self.fitted.output(batch), weights))
         weights = np.zeros(len(self.names), np.float32)
         weights[self.fitted.index(name)] = -1.0 if minimize else 1.0
         weights = tf.constant(weights)
-        settings = OptimizeSettings(steps=steps, restarts=1, step_size=self.step_size,
-                                    trust_radius=self.trust_radius)
+        settings = OptimizeSettings(similarity=0.0, steps=steps, restarts=1,
+                                    step_size=self.step_size, trust_radius=self.trust_radius)
         z0 = np.asarray(z, np.float32).reshape(1, -1)
         return ascent_paths(None, z0, settings,
                             lambda batch: self._gradient(batch, weights))[0, 0]  # (steps + 1, L)
@@ -75,11 +83,9 @@ def find_property_head(run: Run) -> PropertyHead | None:
     head = getattr(run, "property_head", None)
     if head is not None:
         return head if isinstance(head, PropertyHead) else None
-    from seqvae.training.property_fit import HEAD_DIR, load_head
+    from seqvae.training.property_fit import has_head, load_head
 
-    fitted_file = os.path.join(run.run_dir, HEAD_DIR, "head.json")
-    joint = run.info.get("properties") and getattr(run.model, "property_head", None) is not None
-    if not (os.path.exists(fitted_file) or joint):
+    if not has_head(run):
         return None
     try:
         return FittedPropertyHead(load_head(run))

@@ -213,8 +213,8 @@ def test_optimisation_from_the_selected_molecule(browser, shots):
     browser.find_element("id", "optimise-button").click()  # from the clicked c1ccccc1
     _wait(browser, lambda d: len(_cards(d, "trajectory")) == 7, "7 trajectory points")
     labels = [card.find_element("class name", "label").text for card in _cards(browser, "trajectory")]
-    assert labels[0].startswith("step 0: logp ") and "(pred " in labels[0]
-    assert "logp up, 6 steps: predicted" in browser.find_element("id", "trajectory").text
+    assert labels[0].startswith("step 0: qed ") and "(pred " in labels[0]  # qed before logp
+    assert "qed up, 6 steps: predicted" in browser.find_element("id", "trajectory").text
     _wait(browser, lambda d: _trace_points(d, "optimisation") == 7, "the trajectory on the map")
     browser.save_screenshot(str(shots / "6-optimisation.png"))
 

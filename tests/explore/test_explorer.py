@@ -12,7 +12,8 @@ from seqvae.data import chemistry
 from seqvae.errors import SeqvaeError
 from seqvae.explore import latent_map as latent_map_lib
 from seqvae.explore.explorer import Explorer
-from seqvae.explore.property_head import FittedPropertyHead, PropertyHead, find_property_head
+from seqvae.explore.property_head import (FittedPropertyHead, PropertyHead, default_objective,
+                                          find_property_head)
 from seqvae.training.rundir import load_run
 
 MOLECULES = list(dict.fromkeys(SMILES + HELD_OUT))
@@ -168,15 +169,16 @@ def test_optimisation_follows_the_property_head(explorer, monkeypatch):
     z = explorer.map.z
     np.testing.assert_allclose(explorer.map.properties["predicted:sum"], z.sum(1), rtol=1e-5)
     np.testing.assert_allclose(explorer.map.properties["predicted:logp"], -z[:, 0], rtol=1e-5)
-    result = explorer.optimise(z[0].tolist(), steps=4, reference=MOLECULES[0])  # the first: sum
+    result = explorer.optimise(z[0].tolist(), "sum", steps=4, reference=MOLECULES[0])
     predicted = [entry["predicted"] for entry in result["path"]]
     assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
     assert result["name"] == "sum" and [e["step"] for e in result["path"]] == [0, 1, 2, 3, 4]
     assert all(e["value"] is None for e in result["path"])  # RDKit does not compute "sum"
     assert (result["path"][0]["x"], result["path"][0]["y"]) == pytest.approx(
         tuple(explorer.map.coords[0]), abs=1e-4)  # the trajectory starts at the molecule
-    down = explorer.optimise(z[0].tolist(), "logp", 3, minimize=True)
-    assert np.all(np.diff([e["predicted"] for e in down["path"]]) < 0) and down["minimize"]
+    down = explorer.optimise(z[0].tolist(), steps=3, minimize=True)  # logp: PREFERRED to sum
+    assert down["name"] == "logp" and down["minimize"]
+    assert np.all(np.diff([e["predicted"] for e in down["path"]]) < 0)
     for entry in down["path"]:  # RDKit's logP of each decoded molecule, None when invalid
         assert entry["value"] == (pytest.approx(chemistry.logp(entry["smiles"]), abs=1e-4)
                                   if entry["valid"] else None)
@@ -187,6 +189,12 @@ def test_optimisation_follows_the_property_head(explorer, monkeypatch):
     monkeypatch.setattr(explorer, "head", None)
     with pytest.raises(SeqvaeError, match="no property head"):
         explorer.optimise(z[0].tolist())
+
+
+def test_the_default_objective_is_a_benchmark_property_when_the_head_has_one():
+    assert default_objective(("mw", "qed", "plogp")) == "plogp"
+    assert default_objective(("logp", "qed")) == "qed"
+    assert default_objective(("col:pIC50", "mw")) == "col:pIC50"
 
 
 def test_find_property_head_takes_the_runs_own_or_none(run):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import HELD_OUT, SMILES
+from seqvae import inference
 from seqvae.errors import SeqvaeError
 from seqvae.training import property_fit
 
@@ -42,6 +43,13 @@ def test_fit_save_load_predict(run):
     head = property_fit.load_head(run)
     texts, values = property_fit.predict(run, HELD_OUT[:3], head)
     assert texts == HELD_OUT[:3] and values.shape == (3, 2) and np.all(np.isfinite(values))
+    # the head reads encodings standardised with the fit encodings' statistics (head.json)
+    z = inference.encode(run, HELD_OUT[:3])[0]
+    fit_z = inference.encode(run, SMILES)[0]
+    np.testing.assert_allclose(saved["z_mean"], fit_z.mean(0), atol=1e-5)
+    np.testing.assert_allclose(saved["z_std"], fit_z.std(0), rtol=1e-4)
+    by_hand = head.model((z - fit_z.mean(0)) / fit_z.std(0)).numpy() * saved["std"] + saved["mean"]
+    np.testing.assert_allclose(values, by_hand, rtol=1e-4, atol=1e-5)
     with pytest.raises(SeqvaeError, match="not 'sa'"):
         head.index("sa")
     from seqvae.evaluation.evaluate import _property_metrics  # what evaluate reports
@@ -49,6 +57,15 @@ def test_fit_save_load_predict(run):
     metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
     assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
     assert metrics["molecules"] == len(HELD_OUT)
+    from seqvae.explore.property_head import PropertyHead, find_property_head  # the explorer's hook
+
+    shown = find_property_head(run)
+    assert isinstance(shown, PropertyHead) and shown.name == "qed"
+    z = inference.encode(run, HELD_OUT[:2])[0]
+    np.testing.assert_allclose(shown.predict(z), head.predict(z)[:, 1], rtol=1e-6)
+    path = shown.optimise(z[0], 3)
+    assert path.shape == (4, z.shape[1]) and np.allclose(path[0], z[0])
+    assert shown.predict(path)[-1] > shown.predict(path)[0]
 
 
 def test_missing_head_is_a_one_line_error(tmp_path, run):
@@ -89,3 +106,8 @@ def test_jointly_trained_head(tmp_path):
     # the checkpoint holds the head: a second load predicts the same
     again = property_fit.predict(load_run(run_dir), HELD_OUT[:2])[1]
     np.testing.assert_allclose(values, again, rtol=1e-6)
+    from seqvae.evaluation.evaluate import _property_metrics  # evaluate reports the joint head too
+
+    assert property_fit.has_head(run)
+    metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
+    assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
