@@ -1,11 +1,12 @@
 """How long ``seqvae explore`` takes to answer, seen from a real browser (headless Chromium).
 
 Starts ``seqvae explore RUN`` on a free local port, opens the page in Debian's headless Chromium
-(Selenium), then clicks ``--clicks`` map points and runs ``--interpolations`` interpolations
-between typed SMILES, timing each from the click to the drawn result (all 12 neighbours, all
-N steps) and, from the browser's resource timings, the server's HTTP answer to the request that
-computed it. Saves screenshots of the map, a clicked molecule with its neighbours and an
-interpolation into ``--shots``.
+(Selenium), then clicks ``--clicks`` map points, runs ``--interpolations`` interpolations
+between typed SMILES and ``--optimisations`` optimisations (when the run has a property head),
+timing each from the click to the drawn result (all 12 neighbours, all N steps, all 21 points
+of the trajectory) and, from the browser's resource timings, the server's HTTP answer to the
+request that computed it. Saves screenshots of the map, a clicked molecule with its neighbours,
+an interpolation and a trajectory into ``--shots``.
 
     flock /tmp/seqvae-bench.lock python bench/explore_latency.py runs/demo --shots shots/
 
@@ -107,6 +108,8 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--clicks", type=int, default=8)
     parser.add_argument("--interpolations", type=int, default=4)
+    parser.add_argument("--optimisations", type=int, default=4,
+                        help="from the last clicked molecule, when the run has a property head")
     parser.add_argument("--shots", default="explore-shots")
     args = parser.parse_args(argv)
     os.makedirs(args.shots, exist_ok=True)
@@ -162,12 +165,34 @@ def main(argv=None) -> int:
             interp_server_ms.append(last_request_ms(driver))
         time.sleep(0.5)
         driver.save_screenshot(os.path.join(args.shots, "3-interpolation.png"))
+        optimise_ms, optimise_server_ms = [], []
+        if args.optimisations and driver.find_elements("id", "tab-optimise"):
+            driver.find_element("id", "tab-optimise").click()
+            for i in range(args.optimisations):
+                direction = ("higher", "lower")[i % 2]  # a new title says the new result is shown
+                wait_for(driver, lambda d: d.find_element(
+                    "css selector", f"#direction input[value='{direction}']")).click()
+                last_request_ms(driver)
+                started = time.monotonic()
+                driver.find_element("id", "optimise-button").click()
+                title = f"{'up' if direction == 'higher' else 'down'}, 20 steps"
+                wait_for(driver, lambda d: cards(d, "trajectory") == 21 and title in d.execute_script(
+                    "const t = document.querySelector('#trajectory .strip-title');"
+                    "return t ? t.innerText : '';"))
+                optimise_ms.append(1000 * (time.monotonic() - started))
+                optimise_server_ms.append(last_request_ms(driver))
+            time.sleep(0.5)
+            driver.save_screenshot(os.path.join(args.shots, "4-optimisation.png"))
     finally:
         driver.quit()
         process.terminate()
         process.wait(timeout=30)
     for name, page, server in (("click (12 neighbours, greedy)", click_ms, click_server_ms),
-                               ("interpolation (8 steps, greedy)", interp_ms, interp_server_ms)):
+                               ("interpolation (8 steps, greedy)", interp_ms, interp_server_ms),
+                               ("optimisation (20 steps, greedy)", optimise_ms,
+                                optimise_server_ms)):
+        if not page:
+            continue
         print(f"{name}: page {statistics.median(page):.0f} ms median (min {min(page):.0f}, max "
               f"{max(page):.0f}, n={len(page)}); server request {statistics.median(server):.0f} "
               f"ms median (max {max(server):.0f})")

@@ -82,12 +82,31 @@ class SearchResult:
     trajectory: list[dict] = field(default_factory=list)  # one row per decoded point
 
 
-def ascent_paths(predict: Callable, z0: np.ndarray, settings: OptimizeSettings) -> np.ndarray:
+def gradient_of(predict: Callable) -> Callable:
+    """The compiled gradient ``(z (B, L), *args) -> d sum(predict(z, *args)) / dz (B, L)``
+    (``ascent_paths``'s; the explorer keeps one, so that its requests do not trace)."""
+    import tensorflow as tf
+
+    @tf.function(reduce_retracing=True)
+    def gradient(z, *args):
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            value = tf.reduce_sum(predict(z, *args))
+        return tape.gradient(value, z)
+
+    return gradient
+
+
+def ascent_paths(predict: Callable | None, z0: np.ndarray, settings: OptimizeSettings,
+                 gradient: Callable | None = None) -> np.ndarray:
     """Normalised gradient ascent on ``predict`` from each start and restart.
 
     Args:
-      predict: ``z (B, L) -> (B,)`` a differentiable TensorFlow function, to be increased.
+      predict: ``z (B, L) -> (B,)`` a differentiable TensorFlow function, to be increased
+        (unused when ``gradient`` is given).
       z0: float32 ``(S, L)`` starting points.
+      gradient: ``z (B, L) -> (B, L)`` the gradient of ``predict``, compiled earlier (default:
+        ``gradient_of(predict)``, traced on first use).
 
     Returns:
       float32 ``(S, R, steps + 1, L)``: the points of each path, ``[:, :, 0]`` its start
@@ -95,13 +114,7 @@ def ascent_paths(predict: Callable, z0: np.ndarray, settings: OptimizeSettings) 
     """
     import tensorflow as tf
 
-    @tf.function(reduce_retracing=True)
-    def gradient(z):
-        with tf.GradientTape() as tape:
-            tape.watch(z)
-            value = tf.reduce_sum(predict(z))
-        return tape.gradient(value, z)
-
+    gradient = gradient or gradient_of(predict)
     rng = np.random.default_rng(settings.seed)
     starts, restarts, latent = z0.shape[0], settings.restarts, z0.shape[1]
     centre = np.repeat(z0[:, None], restarts, axis=1).reshape(-1, latent)  # (S*R, L)

@@ -19,7 +19,8 @@ from seqvae.explore.latent_map import COLOURS
 EXPORTS = {"neighbours": ("smiles", "valid", "similarity", "x", "y"),
            "interpolation": ("t", "smiles", "valid", "similarity", "x", "y"),
            "samples": ("smiles", "valid", "x", "y"),
-           "optimisation": ("smiles", "valid", "similarity", "predicted", "x", "y"),
+           "optimisation": ("step", "smiles", "valid", "similarity", "predicted", "value", "x",
+                            "y"),
            "map": ("smiles", "x", "y")}
 
 
@@ -43,8 +44,8 @@ def build_app(explorer: Explorer):
                     suppress_callback_exceptions=True)
     app.index_string = layout.INDEX
     latent = explorer.map
-    colours = list(COLOURS) + ([("predicted", f"{explorer.head.name} (predicted)")]
-                               if explorer.head is not None else [])
+    colours = list(COLOURS) + [(f"predicted:{name}", f"{name} (predicted)")
+                               for name in (explorer.head.names if explorer.head else ())]
     has_head = explorer.head is not None
     app.layout = layout.page(explorer, colours)
 
@@ -183,13 +184,15 @@ def build_app(explorer: Explorer):
     if has_head:
         @app.callback(Output("optimisation", "data"), Output("optimise-message", "children"),
                       Input("optimise-button", "n_clicks"), State("selection", "data"),
+                      State("objective", "value"), State("direction", "value"),
                       State("optimise-steps", "value"), State("decoding", "value"),
                       prevent_initial_call=True)
-        def optimise(_clicks, selection, steps, decoding):
+        def optimise(_clicks, selection, objective, direction, steps, decoding):
             if not selection:
                 return None, "select a molecule first (click the map or type a SMILES)"
             try:
-                return explorer.optimise(selection["z"], steps or 20, beam=decoding == "beam",
+                return explorer.optimise(selection["z"], objective, steps or 20,
+                                         minimize=direction == "lower", beam=decoding == "beam",
                                          reference=selection["smiles"]), ""
             except SeqvaeError as error:
                 return None, str(error)
@@ -198,8 +201,9 @@ def build_app(explorer: Explorer):
         def show_optimisation(result):
             if not result:
                 return []
-            return [layout.card(entry, f"{result['name']} {entry['predicted']:.3g}")
-                    for entry in result["path"]]
+            return [layout.optimisation_title(result)] + [
+                layout.card(entry, layout.optimisation_note(result["name"], entry))
+                for entry in result["path"]]
 
     @app.callback(Output("download", "data"),
                   Input({"export": ALL, "format": ALL}, "n_clicks"),

@@ -20,7 +20,7 @@ from seqvae.data.preparation import encode_texts, ids_to_texts
 from seqvae.errors import SeqvaeError
 from seqvae.explore import molecules
 from seqvae.explore.latent_map import LatentMap
-from seqvae.explore.property_head import PropertyHead
+from seqvae.explore.property_head import PropertyHead, default_objective
 from seqvae.training.rundir import Run
 
 MAX_TYPED = 300  # characters in a typed SMILES
@@ -49,8 +49,7 @@ class Explorer:
         self._beam_ready = threading.Event()  # cleared while warm_up traces beam search
         self._beam_ready.set()
         if property_head is not None:
-            latent_map.properties["predicted"] = np.asarray(
-                property_head.predict(latent_map.z), np.float32).reshape(-1)
+            latent_map.properties.update(self.predicted(latent_map.z))
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -68,6 +67,8 @@ class Explorer:
         zeros = np.zeros((1, self.latent_dim), np.float32)
         self.decode(zeros)  # the first run of a graph is slow too
         self._sampler(tf.constant(zeros), tf.constant([0, 0]), tf.constant(1.0))
+        if self.head is not None:
+            self.head.optimise(zeros[0], self.head.names[0], 1)  # traces its gradient
 
         def trace_beam():
             try:
@@ -189,21 +190,37 @@ class Explorer:
         return {"molecules": self.entries(texts, z, None), "temperature": temperature,
                 "seed": seed}
 
-    def optimise(self, z: list[float], steps: int = 20, beam: bool = False,
-                 reference: str | None = None) -> dict:
-        """Follows the property head from ``z``; every point of the trajectory decoded at once.
+    def optimise(self, z: list[float], name: str | None = None, steps: int = 20,
+                 minimize: bool = False, beam: bool = False, reference: str | None = None) -> dict:
+        """Follows the property head's prediction of ``name`` (default: ``default_objective``) up
+        (``minimize``: down) from ``z``; every point of the trajectory decoded at once, and each
+        decoded molecule scored with RDKit where RDKit computes ``name``.
 
         Returns:
-            ``{"path": [entry + "predicted"], "name"}``.
+            ``{"path": [entry + "step", "predicted", "value"], "name", "minimize"}``; value
+            None where the molecule is invalid or RDKit does not compute the property.
         """
         if self.head is None:
             raise SeqvaeError("this run has no property head to optimise")
+        name = name or default_objective(self.head.names)
+        if name not in self.head.names:
+            raise SeqvaeError(f"the property head predicts {', '.join(self.head.names)}, "
+                              f"not {name!r}")
         steps = _clamp(steps, "optimise_steps")
-        path_z = np.asarray(self.head.optimise(np.asarray(z, np.float32), steps), np.float32)
-        shown = self.entries(self.decode(path_z, beam), path_z, reference)
-        for entry, value in zip(shown, np.asarray(self.head.predict(path_z)).reshape(-1)):
-            entry["predicted"] = float(value)
-        return {"path": shown, "name": self.head.name}
+        path_z = np.asarray(self.head.optimise(np.asarray(z, np.float32), name, steps, minimize),
+                            np.float32)  # (steps + 1, L)
+        texts = self.decode(path_z, beam)
+        shown = self.entries(texts, path_z, reference)
+        predicted = self.predicted(path_z)[f"predicted:{name}"]
+        values = molecules.rdkit_values(name, texts)
+        for step, (entry, guess, value) in enumerate(zip(shown, predicted, values)):
+            entry.update(step=step, predicted=float(guess), value=value)
+        return {"path": shown, "name": name, "minimize": bool(minimize)}
+
+    def predicted(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """The head's predictions of ``z (N, L)``: float32 ``(N,)`` per ``"predicted:NAME"``."""
+        values = np.asarray(self.head.predict(z), np.float32).reshape(len(z), -1)
+        return {f"predicted:{name}": values[:, j] for j, name in enumerate(self.head.names)}
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -217,7 +234,7 @@ class Explorer:
         else:
             values = {key: float(v[0]) for key, v in molecules.properties([smiles]).items()}
             if self.head is not None:
-                values["predicted"] = float(np.asarray(self.head.predict(z[None])).reshape(-1)[0])
+                values.update({key: float(v[0]) for key, v in self.predicted(z[None]).items()})
         return {key: (None if np.isnan(value) else value) for key, value in values.items()}
 
 

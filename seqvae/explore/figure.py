@@ -27,13 +27,16 @@ OVERLAYS = ("neighbours", "selected", "interpolation", "samples", "optimisation"
 
 def overlay_traces(overlays: dict) -> dict[str, dict]:
     """A Plotly trace per name of ``OVERLAYS`` from the page's stores (``selection``,
-    ``interpolation``, ``samples``, ``optimisation``); invalid molecules drawn as crosses."""
+    ``interpolation``, ``samples``, ``optimisation``); invalid molecules drawn as crosses.
+
+    WebGL traces like the map's own: Plotly draws every SVG trace under the WebGL canvas, where
+    thousands of map points would hide them."""
 
     def trace(name, entries, symbol, colour, mode="markers", size=9):
-        return {"type": "scatter", "mode": mode, "name": name, "showlegend": bool(entries),
+        return {"type": "scattergl", "mode": mode, "name": name, "showlegend": bool(entries),
                 "x": [e["x"] for e in entries], "y": [e["y"] for e in entries],
                 "customdata": [e["smiles"] for e in entries], "hoverinfo": "none",
-                "marker": {"symbol": [symbol if e.get("valid", True) else "x-thin-open"
+                "marker": {"symbol": [symbol if e.get("valid", True) else "x"
                                       for e in entries], "size": size, "color": colour,
                            "line": {"width": 1, "color": colour}},
                 "line": {"color": colour, "width": 2}}
@@ -57,7 +60,7 @@ def map_figure(latent: LatentMap, colour: str, overlays: dict) -> dict:
     """The map as a Plotly figure dict: every molecule (WebGL), then the ``OVERLAYS``."""
     values = latent.properties.get(colour)
     colour_list = [None if v != v else float(v) for v in values] if values is not None else None
-    label = dict(COLOURS).get(colour, colour)
+    label = dict(COLOURS).get(colour) or colour.replace("predicted:", "") + " (predicted)"
     points = {"type": "scattergl", "mode": "markers", "name": "molecules",
               "x": latent.coords[:, 0].tolist(), "y": latent.coords[:, 1].tolist(),
               "customdata": list(range(len(latent))), "hoverinfo": "none",

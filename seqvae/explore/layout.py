@@ -9,6 +9,7 @@ from dash import dcc, html
 
 from seqvae.explore import molecules
 from seqvae.explore.figure import map_figure
+from seqvae.explore.property_head import default_objective
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
@@ -37,14 +38,13 @@ header span { margin-left: 12px; font-size: 13px; opacity: 0.85; }
 .row input[type=text] { flex: 1; font-family: monospace; padding: 3px; }
 .section-title { font-weight: 600; margin: 8px 0 4px; font-size: 14px; }
 .strip-title { font-size: 13px; color: #333; margin: 4px 0; }
+.panel-note { font-size: 13px; color: #555; margin: 6px 0; }
 button { font-size: 13px; padding: 3px 10px; cursor: pointer; }
 """
 
 INDEX = """<!DOCTYPE html>
 <html><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLE + """</style>
 </head><body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
-
-
 
 
 def page(explorer, colours: list[tuple[str, str]]):
@@ -80,14 +80,13 @@ def page(explorer, colours: list[tuple[str, str]]):
                             children=_interpolate_panel()),
                     dcc.Tab(label="Sample", value="sample", id="tab-sample", children=_sample_panel()),
                 ] + ([dcc.Tab(label="Optimise", value="optimise", id="tab-optimise",
-                              children=_optimise_panel(explorer.head.name))]
+                              children=_optimise_panel(explorer.head.names))]
                      if has_head else [])),
             ]),
         ]),
         dcc.Store(id="selection"), dcc.Store(id="interpolation"), dcc.Store(id="samples"),
         dcc.Store(id="optimisation"), dcc.Download(id="download"),
     ])
-
 
 
 def export_buttons(name: str):
@@ -157,11 +156,18 @@ def _sample_panel():
     ]
 
 
-def _optimise_panel(name: str):
+def _optimise_panel(names):
     return [
-        html.Div(f"Follow the property head ({name}) from the selected molecule.",
-                 className="note"),
+        html.Div("Follow the property head's prediction from the selected molecule (normalised "
+                 "gradient steps of 0.25, at most 2 from the start); each step decoded, and "
+                 "scored by RDKit where it computes the property.", className="panel-note"),
         html.Div(className="row", children=[
+            html.Label("property"),
+            dcc.Dropdown(id="objective", options=[{"label": n, "value": n} for n in names],
+                         value=default_objective(names), clearable=False,
+                         style={"width": "140px"}),
+            dcc.RadioItems(id="direction", value="higher", inline=True, options=[
+                {"label": " higher ", "value": "higher"}, {"label": " lower", "value": "lower"}]),
             html.Label("steps"),
             dcc.Input(id="optimise-steps", type="number", min=1, max=100, value=20,
                       style={"width": "60px"}),
@@ -170,6 +176,26 @@ def _optimise_panel(name: str):
         html.Div(export_buttons("optimisation"), className="row"),
         dcc.Loading(html.Div(id="trajectory", className="grid"), type="dot"),
     ]
+
+
+def optimisation_title(result: dict):
+    """The trajectory's first line: the property, the direction and how far it got."""
+    path = result["path"]
+    scored = [e["value"] for e in path[1:] if e["value"] is not None]
+    best = (min(scored) if result["minimize"] else max(scored)) if scored else None
+    start = path[0]["value"]
+    text = (f"{result['name']} {'down' if result['minimize'] else 'up'}, {len(path) - 1} steps: "
+            f"predicted {path[0]['predicted']:.3g} → {path[-1]['predicted']:.3g}")
+    if best is not None:
+        text += (f"; RDKit: start {'—' if start is None else f'{start:.3g}'}, best decoded "
+                 f"{best:.3g}")
+    return html.Div(text, className="note strip-title", style={"width": "100%"})
+
+
+def optimisation_note(name: str, entry: dict) -> str:
+    value = entry.get("value")
+    return (f"step {entry['step']}: {name} " + ("—" if value is None else f"{value:.3g}")
+            + f" (pred {entry['predicted']:.3g})")
 
 
 def drawing(smiles: str, large: bool):
@@ -191,5 +217,3 @@ def card(entry: dict, note: str = "", large: bool = False, card_id: str | None =
                     + ([html.Div(note, className="label")] if note else [])
                     + [html.Div(validity, className="note")],
                     className=classes, title=entry["smiles"], **extra)
-
-

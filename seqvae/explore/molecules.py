@@ -89,3 +89,14 @@ def similarities(reference: str, smiles: Sequence[str]) -> list[float | None]:
             result.append(None if mol is None else
                           DataStructs.TanimotoSimilarity(ref_fp, generator.GetFingerprint(mol)))
     return result
+
+
+def rdkit_values(name: str, smiles: Sequence[str]) -> list[float | None]:
+    """The property ``name`` of each molecule as RDKit computes it
+    (``seqvae.data.properties.rdkit_properties``); None for an invalid molecule, or for all when
+    RDKit does not compute ``name`` (a column property such as ``col:pIC50``)."""
+    from seqvae.data import properties as props
+
+    if name not in props.RDKIT_PROPERTIES:
+        return [None] * len(smiles)
+    return [None if v != v else float(v) for v in props.rdkit_properties(smiles, [name])[:, 0]]

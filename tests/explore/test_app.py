@@ -26,9 +26,9 @@ def test_the_optimise_panel_appears_only_with_a_property_head():
     pytest.importorskip("dash", reason="the explore extra is not installed")
     plain = str(app.build_app(_explorer()).layout)
     assert "tab-optimise" not in plain and "predicted" not in plain
-    head = SimpleNamespace(name="logP")
+    head = SimpleNamespace(names=("logp", "col:pIC50"))
     page = str(app.build_app(_explorer(head)).layout)
-    assert "tab-optimise" in page and "logP (predicted)" in page
+    assert "tab-optimise" in page and "logp (predicted)" in page and "col:pIC50 (predicted)" in page
 
 
 def test_without_dash_the_error_says_how_to_install_it(monkeypatch):

@@ -30,17 +30,23 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tiny_run_dir, tmp_path_factory):
-    """``seqvae explore`` in a subprocess: (url, path of its log, the process)."""
+    """``seqvae explore`` in a subprocess, on a copy of the tiny run with a property head
+    (logP, QED): (url, path of its log, the process)."""
+    from seqvae.training.property_fit import fit_properties
+
     folder = tmp_path_factory.mktemp("explore")
     molecules = folder / "molecules.smi"
     molecules.write_text("\n".join(MOLECULES) + "\n")
+    run_dir = str(folder / "run")
+    shutil.copytree(tiny_run_dir, run_dir)
+    fit_properties(run_dir, "logp,qed", data=MOLECULES, limit=0, test=None, epochs=5)
     port = _free_port()
     log_path = folder / "server.log"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
         + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     with open(log_path, "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "seqvae", "explore", tiny_run_dir,
+        process = subprocess.Popen([sys.executable, "-m", "seqvae", "explore", run_dir,
                                     "--molecules", str(molecules), "--n", "100",
                                     "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
                                    env=env)
@@ -195,6 +201,22 @@ def test_invalid_smiles_shows_an_inline_message(browser, shots):
                     "a message about the bad SMILES")
     assert message.startswith("A: cannot use 'C1CC('")
     browser.save_screenshot(str(shots / "5-invalid.png"))
+
+
+def test_optimisation_from_the_selected_molecule(browser, shots):
+    from selenium.webdriver.common.keys import Keys
+
+    browser.find_element("id", "tab-optimise").click()
+    field = _wait(browser, lambda d: d.find_element("id", "optimise-steps"), "the steps field")
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.DELETE, "6")
+    browser.find_element("id", "optimise-button").click()  # from the clicked c1ccccc1
+    _wait(browser, lambda d: len(_cards(d, "trajectory")) == 7, "7 trajectory points")
+    labels = [card.find_element("class name", "label").text for card in _cards(browser, "trajectory")]
+    assert labels[0].startswith("step 0: qed ") and "(pred " in labels[0]  # qed before logp
+    assert "qed up, 6 steps: predicted" in browser.find_element("id", "trajectory").text
+    _wait(browser, lambda d: _trace_points(d, "optimisation") == 7, "the trajectory on the map")
+    browser.save_screenshot(str(shots / "6-optimisation.png"))
 
 
 def test_server_log_has_no_traceback(server, browser):

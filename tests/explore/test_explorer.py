@@ -1,5 +1,7 @@
 """seqvae.explore.explorer (and the map it reads, latent_map) on a tiny trained run."""
 
+import os
+import shutil
 import threading
 
 import numpy as np
@@ -10,22 +12,28 @@ from seqvae.data import chemistry
 from seqvae.errors import SeqvaeError
 from seqvae.explore import latent_map as latent_map_lib
 from seqvae.explore.explorer import Explorer
-from seqvae.explore.property_head import PropertyHead, find_property_head
+from seqvae.explore.property_head import (FittedPropertyHead, PropertyHead, default_objective,
+                                          find_property_head)
 from seqvae.training.rundir import load_run
 
 MOLECULES = list(dict.fromkeys(SMILES + HELD_OUT))
 
 
 class SumHead:
-    """A stand-in property head: predicts sum(z) and climbs it in steps of 0.1 per dimension."""
+    """A stand-in property head: "sum" predicts sum(z) and "logp" predicts -z[0] (a stand-in
+    under a name RDKit computes, so that trajectories are scored); each climbs (or descends) in
+    steps of 0.1 along its gradient."""
 
-    name = "sum of z"
+    names = ("sum", "logp")
 
     def predict(self, z):
-        return np.asarray(z).sum(axis=1)
+        z = np.asarray(z)
+        return np.stack([z.sum(axis=1), -z[:, 0]], axis=1)
 
-    def optimise(self, z, steps):
-        return np.stack([z + 0.1 * k for k in range(steps + 1)])
+    def optimise(self, z, name, steps, minimize=False):
+        direction = np.ones_like(z) if name == "sum" else -np.eye(len(z))[0]
+        return np.stack([z + (-0.1 if minimize else 0.1) * k * direction
+                         for k in range(steps + 1)])
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +50,9 @@ def molecules_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def explorer(run, molecules_file):
-    return Explorer(run, latent_map_lib.build_map(run, molecules_file, n=100, progress=None))
+    """An explorer of the tiny run, with the stand-in property head."""
+    return Explorer(run, latent_map_lib.build_map(run, molecules_file, n=100, progress=None),
+                    SumHead())
 
 
 def test_the_map_holds_every_encodable_molecule_with_its_properties(explorer, run):
@@ -155,26 +165,83 @@ def test_requests_in_parallel_threads_all_answer(explorer):
     assert not errors and len(results) == 4
 
 
-def test_optimisation_follows_the_property_head(run, explorer):
-    assert find_property_head(run) is None and explorer.head is None
+def test_optimisation_follows_the_property_head(explorer, monkeypatch):
+    z = explorer.map.z
+    np.testing.assert_allclose(explorer.map.properties["predicted:sum"], z.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(explorer.map.properties["predicted:logp"], -z[:, 0], rtol=1e-5)
+    result = explorer.optimise(z[0].tolist(), "sum", steps=4, reference=MOLECULES[0])
+    predicted = [entry["predicted"] for entry in result["path"]]
+    assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
+    assert result["name"] == "sum" and [e["step"] for e in result["path"]] == [0, 1, 2, 3, 4]
+    assert all(e["value"] is None for e in result["path"])  # RDKit does not compute "sum"
+    assert (result["path"][0]["x"], result["path"][0]["y"]) == pytest.approx(
+        tuple(explorer.map.coords[0]), abs=1e-4)  # the trajectory starts at the molecule
+    down = explorer.optimise(z[0].tolist(), steps=3, minimize=True)  # logp: PREFERRED to sum
+    assert down["name"] == "logp" and down["minimize"]
+    assert np.all(np.diff([e["predicted"] for e in down["path"]]) < 0)
+    for entry in down["path"]:  # RDKit's logP of each decoded molecule, None when invalid
+        assert entry["value"] == (pytest.approx(chemistry.logp(entry["smiles"]), abs=1e-4)
+                                  if entry["valid"] else None)
+    with pytest.raises(SeqvaeError, match="predicts sum, logp, not 'qed'"):
+        explorer.optimise(z[0].tolist(), "qed")
+    typed = explorer.select(smiles="CCO", count=1)
+    assert typed["properties"]["predicted:sum"] == pytest.approx(sum(typed["z"]), abs=1e-5)
+    monkeypatch.setattr(explorer, "head", None)
     with pytest.raises(SeqvaeError, match="no property head"):
-        explorer.optimise(explorer.map.z[0].tolist())
+        explorer.optimise(z[0].tolist())
+
+
+def test_the_default_objective_is_a_benchmark_property_when_the_head_has_one():
+    assert default_objective(("mw", "qed", "plogp")) == "plogp"
+    assert default_objective(("logp", "qed")) == "qed"
+    assert default_objective(("col:pIC50", "mw")) == "col:pIC50"
+
+
+def test_find_property_head_takes_the_runs_own_or_none(run):
+    assert find_property_head(run) is None  # no RUN/property_head/, no joint head
     head = SumHead()
     assert isinstance(head, PropertyHead)
     run.property_head = head
     try:
         assert find_property_head(run) is head
-        with_head = Explorer(run, explorer.map, find_property_head(run))
-        np.testing.assert_allclose(with_head.map.properties["predicted"], explorer.map.z.sum(1))
-        result = with_head.optimise(explorer.map.z[0].tolist(), steps=4, reference=MOLECULES[0])
-        predicted = [entry["predicted"] for entry in result["path"]]
-        assert len(predicted) == 5 and np.all(np.diff(predicted) > 0)
-        assert result["name"] == "sum of z"
-    finally:
-        del run.property_head
-        explorer.map.properties.pop("predicted", None)
-    run.property_head = object()  # no PropertyHead interface: ignored
-    try:
+        run.property_head = object()  # no PropertyHead interface: ignored
         assert find_property_head(run) is None
     finally:
         del run.property_head
+
+
+@pytest.fixture(scope="module")
+def run_with_head(tiny_run_dir, tmp_path_factory):
+    """A copy of the tiny run with a property head (logP, QED) fitted on its training molecules."""
+    from seqvae.training.property_fit import fit_properties
+
+    copy = str(tmp_path_factory.mktemp("with-head") / "run")
+    shutil.copytree(tiny_run_dir, copy)
+    fit_properties(copy, "logp,qed", data=MOLECULES, limit=0, test=None, epochs=5)
+    return load_run(copy)
+
+
+def test_a_fitted_head_climbs_its_prediction_in_steps_within_the_trust_region(run_with_head):
+    head = find_property_head(run_with_head)
+    assert isinstance(head, FittedPropertyHead) and head.names == ("logp", "qed")
+    z0 = np.random.default_rng(0).standard_normal(run_with_head.config.model.latent_dim)
+    assert head.predict(z0[None]).shape == (1, 2)
+    for minimize in (False, True):
+        path = head.optimise(z0, "logp", 12, minimize)  # 12 steps of 0.25: the region (2) binds
+        assert path.shape == (13, len(z0)) and np.allclose(path[0], z0)
+        distance = np.linalg.norm(path - z0, axis=1)
+        assert distance.max() <= 2.0 + 1e-4
+        np.testing.assert_allclose(np.linalg.norm(np.diff(path[:5], axis=0), axis=1), 0.25,
+                                   rtol=1e-4)
+        logp = head.predict(path)[:, 0]
+        assert (logp[-1] < logp[0]) if minimize else (logp[-1] > logp[0])
+    assert head.optimise(z0, "qed", 2).shape == (3, len(z0))
+
+
+def test_a_damaged_head_leaves_the_explorer_without_optimisation(run_with_head, tmp_path, capsys):
+    copy = str(tmp_path / "run")
+    shutil.copytree(run_with_head.run_dir, copy)
+    with open(os.path.join(copy, "property_head", "head.weights.h5"), "wb") as out:
+        out.write(b"not hdf5")
+    assert find_property_head(load_run(copy)) is None
+    assert "no Optimise panel" in capsys.readouterr().err

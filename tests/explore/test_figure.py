@@ -27,6 +27,7 @@ def test_the_figure_draws_every_point_and_the_shown_sets():
     assert points["type"] == "scattergl" and len(points["x"]) == 3
     assert points["marker"]["color"][:2] == pytest.approx([-0.5, 1.7])
     assert points["marker"]["color"][2] is None  # NaN is not JSON
+    assert points["marker"]["colorbar"]["title"]["text"] == "logP"
     assert drawn["layout"]["uirevision"] == "map"  # zoom and pan survive updates
     assert [t["name"] for t in drawn["data"][1:]] == list(figure.OVERLAYS)
     assert not any(t["x"] or t["showlegend"] for t in drawn["data"][1:])  # nothing shown yet
@@ -36,8 +37,17 @@ def test_the_figure_draws_every_point_and_the_shown_sets():
     shown = {t["name"]: t for t in drawn["data"][1:] if t["showlegend"]}
     assert list(shown) == ["neighbours", "selected", "interpolation"]
     assert shown["neighbours"]["customdata"] == ["CCO", "C1C"]
-    assert shown["neighbours"]["marker"]["symbol"] == ["circle-open", "x-thin-open"]  # invalid
+    assert shown["neighbours"]["marker"]["symbol"] == ["circle-open", "x"]  # invalid
+    assert {t["type"] for t in drawn["data"]} == {"scattergl"}  # SVG would be drawn under the map
     assert shown["selected"]["x"] == [0.0] and shown["interpolation"]["mode"] == "lines+markers"
+
+
+def test_a_predicted_colour_is_labelled_as_a_prediction():
+    latent = tiny_map()
+    latent.properties["predicted:qed"] = np.array([0.1, 0.5, 0.9], np.float32)
+    points = figure.map_figure(latent, "predicted:qed", {})["data"][0]
+    assert points["marker"]["color"] == pytest.approx([0.1, 0.5, 0.9])
+    assert points["marker"]["colorbar"]["title"]["text"] == "qed (predicted)"
 
 
 def test_points_of_the_map_and_of_overlays_name_their_molecule():

@@ -57,15 +57,16 @@ def test_fit_save_load_predict(run):
     metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
     assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
     assert metrics["molecules"] == len(HELD_OUT)
-    from seqvae.explore.property_head import PropertyHead, find_property_head  # the explorer's hook
+    from seqvae.explore.property_head import (PropertyHead, default_objective,  # the explorer's
+                                              find_property_head)
 
     shown = find_property_head(run)
-    assert isinstance(shown, PropertyHead) and shown.name == "qed"
+    assert isinstance(shown, PropertyHead) and default_objective(shown.names) == "qed"
     z = inference.encode(run, HELD_OUT[:2])[0]
-    np.testing.assert_allclose(shown.predict(z), head.predict(z)[:, 1], rtol=1e-6)
-    path = shown.optimise(z[0], 3)
+    np.testing.assert_allclose(shown.predict(z), head.predict(z), rtol=1e-6)
+    path = shown.optimise(z[0], "qed", 3)
     assert path.shape == (4, z.shape[1]) and np.allclose(path[0], z[0])
-    assert shown.predict(path)[-1] > shown.predict(path)[0]
+    assert shown.predict(path)[-1, 1] > shown.predict(path)[0, 1]
 
 
 def test_missing_head_is_a_one_line_error(tmp_path, run):
