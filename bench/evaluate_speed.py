@@ -7,7 +7,8 @@ Samples ``-n`` molecules from the run's prior (not timed; or reads ``--samples``
 in a fresh process on the same file, with MOSES's default references (test, test_scaffolds, train):
 
 - ``seqvae first``: ``moses_metrics.moses_metrics`` with an empty reference cache (a folder under
-  the output directory), so the statistics of the MOSES splits are computed and stored;
+  the output directory), so the statistics of the MOSES splits are computed and stored (or with
+  ``--cache-dir``, a cache as it is, e.g. the one ``seqvae evaluate`` filled);
 - ``seqvae cached``: the same again, the statistics loaded from that cache;
 - ``MOSES``: ``moses.get_all_metrics`` in the peer venv (``bench/moses_peer/setup.sh``), which
   reads the statistics MOSES ships precomputed; called twice in one process (its first call also
@@ -141,6 +142,9 @@ def main() -> None:
     parser.add_argument("--moses-jobs", type=int, default=os.cpu_count() or 1,
                         help="get_all_metrics n_jobs (default: every core, as seqvae uses)")
     parser.add_argument("--output-dir", default="bench/evaluate_speed_out")
+    parser.add_argument("--cache-dir", help="use this reference cache as it is (e.g. the one "
+                        "seqvae evaluate filled) instead of a new, empty one: the first call is "
+                        "then timed with whatever the cache holds")
     parser.add_argument("--worker", choices=("seqvae", "moses"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -156,11 +160,16 @@ def main() -> None:
         parser.error(f"no MOSES peer venv at {PEER_PYTHON}: run bash bench/moses_peer/setup.sh")
     os.makedirs(args.output_dir, exist_ok=True)
     samples = _samples(args)
-    cache = os.path.abspath(os.path.join(args.output_dir, "reference_cache"))
-    if os.path.exists(cache):
-        import shutil
+    if args.cache_dir:
+        cache = os.path.abspath(args.cache_dir)
+        first_label = f"seqvae, first call (given cache {args.cache_dir})"
+    else:
+        cache = os.path.abspath(os.path.join(args.output_dir, "reference_cache"))
+        first_label = "seqvae, first call (fills the cache)"
+        if os.path.exists(cache):
+            import shutil
 
-        shutil.rmtree(cache)
+            shutil.rmtree(cache)
     env = {**os.environ, "SEQVAE_CACHE_DIR": cache,
            "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     worker = ["--samples", samples] + (["--no-fcd"] if args.no_fcd else [])
@@ -182,7 +191,7 @@ def main() -> None:
         "|---|---:|---:|",
     ]
     moses_second = theirs["seconds"][1]
-    for name, seconds in (("seqvae, first call (fills the cache)", first["seconds"]),
+    for name, seconds in ((first_label, first["seconds"]),
                           ("seqvae, cached call", cached["seconds"]),
                           (f"MOSES get_all_metrics, 1st call (n_jobs={args.moses_jobs})",
                            theirs["seconds"][0]),

@@ -339,7 +339,11 @@ def worker_main(kind: str, spec_path: str) -> None:
                 replies.write(json.dumps({"max_rss_mib": usage.ru_maxrss / 1024}) + "\n")
                 return
             else:
+                cpu, faults = os.times(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 reply = getattr(worker, name)(**command)
+                ended = os.times()  # the whole process: every thread of TF, torch and OpenMP
+                reply.update(user_s=ended.user - cpu.user, sys_s=ended.system - cpu.system,
+                             minor_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
         except Exception as error:  # reported by the orchestrator with the log's path
             import traceback
 
@@ -573,6 +577,14 @@ def report(args, facts, setup, train, sample, peaks, memory) -> None:
         print("{:<18} {:>26} {:>13} {:>10.0f} {:>10.1f} {:>12,}".format(
             label, f"{medians[label]:.1f} ({min(rates):.1f}-{max(rates):.1f})", shown,
             memory[label], setup[label]["first_step_s"], setup[label]["params"]))
+
+    print("\nCPU time in the timed training rounds (user / system, whole worker process):")
+    for label, rounds in train.items():
+        user, system = sum(r["user_s"] for r in rounds), sum(r["sys_s"] for r in rounds)
+        steps = args.rounds * args.steps
+        print(f"  {label:<18} user {user:7.1f} s  sys {system:6.1f} s  "
+              f"({system / max(user + system, 1e-9):.1%} sys), "
+              f"{sum(r['minor_faults'] for r in rounds) / steps:,.0f} page faults per step")
 
     moses = [label for label in train if label.startswith("MOSES")]
     fast_train = max(moses, key=medians.get)

@@ -13,4 +13,14 @@ Layers, each importing only from the layers above it in this list:
 - ``export`` (SavedModel) and ``cli`` (argument parsing only) on top.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# TensorFlow's CPU tensors come from glibc malloc by default, which returns each large freed buffer
+# to the kernel; every training step then faults its activations back in page by page (zeroed by
+# the kernel), and a quarter of the demo's CPU time was system time. TensorFlow's own BFC
+# allocator keeps freed blocks for the next step: the same steps, a fraction of the page faults
+# (bench/kernel_time.py). Read when TensorFlow makes its first CPU tensor, so it is set here,
+# before any seqvae module imports TensorFlow; TF_CPU_ALLOCATOR_USE_BFC=false restores glibc.
+_os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")

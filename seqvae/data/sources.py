@@ -237,6 +237,7 @@ def iter_sequences(source, column: str = "SMILES", chunk_size: int = 50_000) -> 
     if texts:
         yield Sequences(texts, numbers, name)
     elif not found:
+        read_sequences(source, column, limit=1)  # raises read_sequences' own message
         raise SeqvaeError(f"{name}: no sequences found")
 
 

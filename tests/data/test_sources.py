@@ -200,6 +200,73 @@ def test_unreadable_npy(tmp_path):
     assert "not a readable .npy array" in error_of(pickled)
 
 
+# --- streaming: iter_sequences and count_records -------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".smi", ".csv", ".smi.gz"])
+def test_iter_sequences_chunks_give_back_read_sequences(tmp_path, suffix):
+    texts = [f"C{'C' * (i % 7)}O" for i in range(23)]
+    path = tmp_path / f"mols{suffix}"
+    if suffix == ".csv":
+        body = "SMILES,name\n" + "".join(f"{t},m{i}\n" for i, t in enumerate(texts))
+    else:
+        body = "# header\n" + "".join(f"{t}\n\n" if i % 5 == 0 else f"{t}\n" for i, t in enumerate(texts))
+    if suffix.endswith(".gz"):
+        with gzip.open(path, "wt") as out:
+            out.write(body)
+    else:
+        path.write_text(body)
+    whole = sources.read_sequences(path)
+    chunks = list(sources.iter_sequences(path, chunk_size=10))
+    assert [len(c.texts) for c in chunks] == [10, 10, 3]
+    assert [t for c in chunks for t in c.texts] == whole.texts == texts
+    assert [n for c in chunks for n in c.line_numbers] == whole.line_numbers
+    assert all(c.source == str(path) for c in chunks)
+
+
+def test_iter_sequences_of_lists_and_arrays_slices_them():
+    chunks = list(sources.iter_sequences(["CCO", "CCN", "CCC"], chunk_size=2))
+    assert [c.texts for c in chunks] == [["CCO", "CCN"], ["CCC"]]
+    assert [c.line_numbers for c in chunks] == [[1, 2], [3]]
+    one_hot = np.eye(3, dtype=np.float32)[np.array([[0, 1, 2], [2, 1, 0]])]  # (2, 3, 3)
+    chunks = list(sources.iter_sequences(one_hot, chunk_size=1))
+    assert len(chunks) == 2 and all(c.one_hot_classes == 3 for c in chunks)
+
+
+def test_iter_sequences_reads_as_it_is_consumed(tmp_path):
+    # the bad byte sits past the first chunk: that chunk comes out before the error does
+    path = tmp_path / "late.smi"
+    path.write_bytes(b"CCO\n" * 20_000 + b"C\xffC\n")
+    chunks = sources.iter_sequences(path, chunk_size=100)
+    assert next(chunks).texts == ["CCO"] * 100
+    with pytest.raises(SeqvaeError, match=r"late\.smi:20001: not UTF-8"):
+        list(chunks)
+
+
+def test_iter_sequences_errors_are_read_sequences_errors(tmp_path):
+    comments = tmp_path / "comments.smi"
+    comments.write_text("# only\n\n")
+    table = tmp_path / "t.csv"
+    table.write_text("SMILES,x\n,1\n")
+    for path, fragment in ((comments, "no sequences found"), (table, "no sequences in column"),
+                           (tmp_path / "nope.smi", "no such file")):
+        with pytest.raises(SeqvaeError, match=fragment):
+            list(sources.iter_sequences(path))
+    with pytest.raises(ValueError):
+        list(sources.iter_sequences(["CCO"], chunk_size=0))
+
+
+def test_count_records_is_an_upper_bound_from_lines(tmp_path):
+    path = tmp_path / "m.smi"
+    path.write_text("# c\nCCO\n\nCCN")  # no final newline: the last line still counts
+    assert sources.count_records(path) == 4 >= len(sources.read_sequences(path).texts)
+    packed = tmp_path / "m.csv.gz"
+    with gzip.open(packed, "wt") as out:
+        out.write("SMILES\n" + "CCO\n" * 5)
+    assert sources.count_records(packed) == 6
+    assert sources.count_records(["CCO", "CCN"]) == 2
+
+
 # --- MOSES -------------------------------------------------------------------------------------
 
 
