@@ -193,11 +193,11 @@ class Config:
         built = {}
         for section, entries in values.items():
             if section not in sections:
-                raise SeqvaeError(f"{source}: unknown section '{section}' "
+                raise SeqvaeError(f"{source}: unknown section {section!r} "
                                   f"(expected one of: {', '.join(sections)})")
             section_cls = _SECTION_TYPES[section]
             if not isinstance(entries, dict):
-                raise SeqvaeError(f"{source}: section '{section}' must be a table")
+                raise SeqvaeError(f"{source}: section {section!r} must be a table")
             built[section] = _build_section(section_cls, section, entries, source)
         return cls(**built)
 
@@ -233,7 +233,8 @@ def _build_section(section_cls: type, section: str, entries: dict, source: str) 
     kwargs = {}
     for name, value in entries.items():
         if name not in hints:
-            raise SeqvaeError(f"{source}: unknown key '{section}.{name}' (known: {', '.join(hints)})")
+            raise SeqvaeError(f"{source}: unknown key {f'{section}.{name}'!r} "
+                              f"(known: {', '.join(hints)})")
         kwargs[name] = _coerce(value, hints[name], f"{source}: {section}.{name}")
     return section_cls(**kwargs)
 
