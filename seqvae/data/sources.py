@@ -54,12 +54,7 @@ def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
         path = moses_split_file(source.split(":", 1)[1])
         seqs = _read_table(path, "SMILES", limit, delimiter=",")
         return Sequences(seqs.texts, seqs.line_numbers, source)
-    if not os.path.exists(source):
-        raise SeqvaeError(f"{source}: no such file")
-    if os.path.isdir(source):
-        raise SeqvaeError(f"{source}: is a directory, expected a data file")
-    if os.path.getsize(source) == 0:
-        raise SeqvaeError(f"{source}: the file is empty")
+    _check_data_file(source)
     name = source[:-3] if source.endswith(".gz") else source
     if name.endswith(".npy"):
         try:
@@ -260,6 +255,16 @@ def count_records(source, column: str = "SMILES") -> int:
     return lines + (last != b"\n")
 
 
+def _check_data_file(source: str) -> None:
+    """One-line errors for a data path that is missing, a directory or empty."""
+    if not os.path.exists(source):
+        raise SeqvaeError(f"{source}: no such file")
+    if os.path.isdir(source):
+        raise SeqvaeError(f"{source}: is a directory, expected a data file")
+    if os.path.getsize(source) == 0:
+        raise SeqvaeError(f"{source}: the file is empty")
+
+
 def _records(source, column: str) -> tuple[str, Iterator[tuple[int, str]]] | None:
     """(source name, ``(line, text)`` iterator) for sources that can be streamed, else None."""
     if isinstance(source, (np.ndarray, list, tuple)):
@@ -267,12 +272,7 @@ def _records(source, column: str) -> tuple[str, Iterator[tuple[int, str]]] | Non
     source = os.fspath(source)
     if source.startswith("moses:"):
         return source, _table_records(moses_split_file(source.split(":", 1)[1]), "SMILES", ",")
-    if not os.path.exists(source):
-        raise SeqvaeError(f"{source}: no such file")
-    if os.path.isdir(source):
-        raise SeqvaeError(f"{source}: is a directory, expected a data file")
-    if os.path.getsize(source) == 0:
-        raise SeqvaeError(f"{source}: the file is empty")
+    _check_data_file(source)
     name = source[:-3] if source.endswith(".gz") else source
     if name.endswith(".npy"):
         return None
