@@ -134,9 +134,16 @@ def _interpolate_panel():
             dcc.RadioItems(id="path-kind", value="linear", inline=True, options=[
                 {"label": " linear ", "value": "linear"}, {"label": " slerp", "value": "slerp"}]),
             html.Button("interpolate", id="interp-button")]),
-        html.Div(id="interp-message", className="inline-error"),
-        html.Div(export_buttons("interpolation"), className="row"),
-        dcc.Loading(html.Div(id="strip", className="grid"), type="dot"),
+        *_results("interp-message", "interpolation", "strip"),
+    ]
+
+
+def _results(message_id: str, export_name: str, grid_id: str):
+    """A panel's inline message, its export buttons and the grid of molecules it shows."""
+    return [
+        html.Div(id=message_id, className="inline-error"),
+        html.Div(export_buttons(export_name), className="row"),
+        dcc.Loading(html.Div(id=grid_id, className="grid"), type="dot"),
     ]
 
 
@@ -150,9 +157,7 @@ def _sample_panel():
             dcc.Input(id="sample-count", type="number", min=1, max=64, value=12,
                       style={"width": "50px"}),
             html.Button("sample", id="sample-button", n_clicks=0)]),
-        html.Div(id="sample-message", className="inline-error"),
-        html.Div(export_buttons("samples"), className="row"),
-        dcc.Loading(html.Div(id="sample-grid", className="grid"), type="dot"),
+        *_results("sample-message", "samples", "sample-grid"),
     ]
 
 
@@ -172,9 +177,7 @@ def _optimise_panel(names):
             dcc.Input(id="optimise-steps", type="number", min=1, max=100, value=20,
                       style={"width": "60px"}),
             html.Button("optimise", id="optimise-button", n_clicks=0)]),
-        html.Div(id="optimise-message", className="inline-error"),
-        html.Div(export_buttons("optimisation"), className="row"),
-        dcc.Loading(html.Div(id="trajectory", className="grid"), type="dot"),
+        *_results("optimise-message", "optimisation", "trajectory"),
     ]
 
 
