@@ -26,12 +26,19 @@ def _vocab(texts):
     return Vocabulary.fit([TOKENIZER.tokenize(t) for t in texts + VALID])
 
 
+def _ids(vocab, tokenized, width, add_eos=None):
+    """Token lists as padded ids ``(N, width)``, each with <eos> unless ``add_eos[i]`` is False."""
+    ids = np.zeros((len(tokenized), width), np.int32)
+    for row, tokens in enumerate(tokenized):
+        encoded = vocab.encode(tokens, add_eos=True if add_eos is None else add_eos[row])
+        ids[row, :len(encoded)] = encoded
+    return ids
+
+
 def _first_violations(texts, vocab, max_len=40):
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
-    ids = np.zeros((len(texts), max_len), np.int32)
-    for row, text in enumerate(texts):
-        encoded = vocab.encode(TOKENIZER.tokenize(text), add_eos=not text.endswith("!"))
-        ids[row, :len(encoded)] = encoded
+    ids = _ids(vocab, [TOKENIZER.tokenize(t) for t in texts], max_len,
+               add_eos=[not t.endswith("!") for t in texts])
     return grammar.first_violation(tf.constant(ids)).numpy().tolist()
 
 
@@ -157,10 +164,7 @@ def test_masked_random_decoding_always_parses(compact):
 def test_mask_compiles_under_xla_and_matches_eager():
     vocab = _vocab([])
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
-    ids = np.zeros((len(VALID), 40), np.int32)
-    for row, text in enumerate(VALID):
-        encoded = vocab.encode(TOKENIZER.tokenize(text))
-        ids[row, :len(encoded)] = encoded
+    ids = _ids(vocab, [TOKENIZER.tokenize(t) for t in VALID], 40)
     eager = grammar.first_violation(tf.constant(ids)).numpy()
     compiled = tf.function(grammar.first_violation, jit_compile=True)(tf.constant(ids)).numpy()
     np.testing.assert_array_equal(eager, compiled)
@@ -178,11 +182,7 @@ def test_real_molecules_pass_step_by_step(kekulize):
         texts = [kekule_smiles(text) for text in texts]
     tokenized = [TOKENIZER.tokenize(text) for text in texts]
     vocab = Vocabulary.fit(tokenized)
-    longest = max(map(len, tokenized)) + 1
-    ids = np.zeros((len(texts), longest), np.int32)
-    for row, tokens in enumerate(tokenized):
-        encoded = vocab.encode(tokens)
-        ids[row, :len(encoded)] = encoded
+    ids = _ids(vocab, tokenized, max(map(len, tokenized)) + 1)
     first = SmilesGrammar.from_tokens(vocab.tokens).first_violation(tf.constant(ids)).numpy()
     assert [texts[i] for i in np.flatnonzero(first >= 0)] == []
 
@@ -191,10 +191,7 @@ def test_teacher_forced_masks_are_the_step_by_step_masks():
     vocab = _vocab([])
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
     texts = ["CC(=O)O", "C1CCCCC1", "c1ccccc1N"]
-    ids = np.zeros((len(texts), 12), np.int32)
-    for row, text in enumerate(texts):
-        encoded = vocab.encode(TOKENIZER.tokenize(text))
-        ids[row, :len(encoded)] = encoded
+    ids = _ids(vocab, [TOKENIZER.tokenize(t) for t in texts], 12)
     masks = grammar.teacher_forced_masks(tf.constant(ids), 20).numpy()
     assert masks.shape == (3, 12, len(vocab))
     assert masks[np.arange(3)[:, None], np.arange(12)[None, :], ids].all()  # targets allowed
