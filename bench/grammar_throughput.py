@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -22,19 +21,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            fields = dict(line.split(":", 1) for line in handle if ":" in line)
-        fields = {k.strip(): v.strip() for k, v in fields.items()}
-        return (f"{fields.get('model name', platform.processor())} (family "
-                f"{fields.get('cpu family', '?')}, model {fields.get('model', '?')}), "
-                f"{os.cpu_count()} logical CPUs")
-    except OSError:
-        return platform.processor() or "unknown CPU"
-
-
 def main() -> int:
+    from throughput import cpu_description  # bench/ is first on sys.path when run as a script
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", nargs="?", default="runs/demo")
     parser.add_argument("--samples", type=int, default=2000, help="molecules per round")
@@ -75,7 +64,7 @@ def main() -> int:
         return {"seconds": seconds, "valid": valid,
                 "length": statistics.mean(len(t) for t in texts)}
 
-    print(f"bench: {cpu_name()}; run {args.run_dir}; {args.samples} samples x {args.rounds} "
+    print(f"bench: {cpu_description()}; run {args.run_dir}; {args.samples} samples x {args.rounds} "
           f"rounds, batch {args.batch_size}", file=sys.stderr)
     for decode_ids in deciders.values():
         one_round(decode_ids, seed=10_000)  # traces, untimed
@@ -99,7 +88,8 @@ def main() -> int:
         medians[name] = (rate, valid_rate)
         print(f"| {name} | {rate:.0f} | {valid_rate:.0f} | {valid:.4f} | {length:.1f} |")
     ratio = medians["grammar"][0] / medians["no grammar"][0]
-    valid_ratio = medians["grammar"][1] / medians["no grammar"][1]
+    unmasked_valid = medians["no grammar"][1]
+    valid_ratio = medians["grammar"][1] / unmasked_valid if unmasked_valid else float("inf")
     print(f"ratios: grammar/no_grammar mol_per_s={ratio:.3f} valid_mol_per_s={valid_ratio:.3f}")
     return 0
 
