@@ -131,7 +131,11 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
 
     @tf.function
     def distributed_apply(gradients):
-        strategy.run(lambda grads: optimizer.apply(grads, variables), args=(gradients,))
+        # The identities place each gradient on its replica's device: a gradient that crossed
+        # the function boundary as a plain tensor (one local replica, as on each multi-worker
+        # worker) has no device, and the all-reduce inside apply needs one for its destination.
+        strategy.run(lambda grads: optimizer.apply([tf.identity(g) for g in grads], variables),
+                     args=(gradients,))
 
     @tf.function
     def advance():

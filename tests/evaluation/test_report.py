@@ -68,7 +68,7 @@ def test_pca_2d_finds_the_direction_of_spread():
 
 def test_plot_training_curves_from_the_run_log(run, tmp_path):
     records = read_jsonl(os.path.join(run.run_dir, "metrics.jsonl"))
-    assert {r["kind"] for r in records} == {"step", "epoch"}
+    assert {r["kind"] for r in records} == {"step", "epoch", "end"}  # "end": why it stopped
     plots.plot_training_curves(records, str(tmp_path / "curves.png"))
     assert_png(str(tmp_path / "curves.png"))
     with pytest.raises(SeqvaeError, match="no training steps"):
