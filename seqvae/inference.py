@@ -25,6 +25,15 @@ from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run
 
 
+def _cached(run: Run, key: tuple, build: Callable):
+    """``build()`` for this run's model and ``key``, made once per run: a command that decodes
+    or encodes several times (evaluate: samples, reconstruction, interpolation) traces once."""
+    key = (id(run.model), *key)
+    if key not in run.compiled:
+        run.compiled[key] = build()
+    return run.compiled[key]
+
+
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
                      grammar: bool = True, beam_width: int = 0):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
@@ -36,21 +45,27 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     A float32 scalar tensor passed as a third argument replaces ``temperature`` without a new trace (the explorer's slider).
     """
     model = run.model
-    mask = run.grammar if grammar or run.config.train.grammar_softmax else None
+    masked = bool(grammar or run.config.train.grammar_softmax)
 
-    @tf.function(reduce_retracing=True)
-    def decode_ids(z, seed, temperature=temperature):
-        return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
-                                      temperature=temperature, top_k=top_k, seed=seed,
-                                      grammar=mask, beam_width=beam_width)
+    def build():
+        mask = run.grammar if masked else None
 
-    return decode_ids
+        @tf.function(reduce_retracing=True)
+        def decode_ids(z, seed, temperature=temperature):
+            return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
+                                          temperature=temperature, top_k=top_k, seed=seed,
+                                          grammar=mask, beam_width=beam_width)
+
+        return decode_ids
+
+    return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width), build)
 
 
 def compiled_encoder(run: Run):
     """``ids (B, T) -> (z_mean, z_log_var)``, each ``(B, latent_dim)``, traced once per shape."""
-    return tf.function(lambda batch: run.model.encoder(batch, training=False),
-                       reduce_retracing=True)
+    model = run.model
+    return _cached(run, ("encoder",), lambda: tf.function(
+        lambda batch: model.encoder(batch, training=False), reduce_retracing=True))
 
 
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,

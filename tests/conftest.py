@@ -1,5 +1,6 @@
 """Shared fixtures: quiet TensorFlow and tiny configurations."""
 
+import collections
 import contextlib
 import os
 import resource
@@ -10,6 +11,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
 from seqvae.config import Config, DataConfig, ModelConfig, TrainConfig  # noqa: E402
+
+def pytest_collection_modifyitems(items):
+    """Files with the most ``slow`` tests run first (order within a file kept): the test
+    workers (pytest-xdist, a file each) then end together instead of one running a long file
+    alone."""
+    slow = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
+
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1ccncc1", "CC(C)Cl", "OCC(O)CO", "CCBr",
           "C1CCCCC1", "c1ccc2ccccc2c1", "CC#N", "O=C=O", "CC(=O)Nc1ccc(O)cc1", "CCOC(=O)C",

@@ -115,3 +115,16 @@ def test_encode_to_file_strict_and_nothing_to_encode(run, tmp_path):
     with pytest.raises(SeqvaeError, match="nothing to encode"):
         inference.encode_to_file(run, str(data), str(tmp_path / "z.npy"))
     assert not list(tmp_path.glob("*.npy")) and not list(tmp_path.glob(".tmp-*"))
+
+
+def test_compiled_functions_are_made_once_per_run_and_setting(run):
+    assert inference.compiled_encoder(run) is inference.compiled_encoder(run)
+    greedy = inference.compiled_decoder(run)
+    assert greedy is inference.compiled_decoder(run, greedy=True, grammar=True)
+    assert greedy is not inference.compiled_decoder(run, grammar=False)
+    assert greedy is not inference.compiled_decoder(run, beam_width=3)
+    z = np.zeros((2, run.config.model.latent_dim), np.float32)
+    first = inference.decode(run, z)
+    traces = greedy.experimental_get_tracing_count()
+    assert inference.decode(run, z) == first  # a second call of decode traces nothing new
+    assert greedy.experimental_get_tracing_count() == traces

@@ -21,7 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from seqvae import __version__
@@ -79,6 +79,7 @@ class Run:
     tokenizer: Tokenizer
     info: dict
     model: Any = None  # SequenceVAE with the latest checkpoint's weights (load_run)
+    compiled: dict = field(default_factory=dict, repr=False, compare=False)  # seqvae.inference's
 
     @property
     def max_len(self) -> int:
