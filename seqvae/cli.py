@@ -9,7 +9,9 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
+import threading
 
 
 def _quiet_tensorflow() -> None:
@@ -672,11 +674,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(Exception):
+    """SIGTERM, raised where the command is: it unwinds like Ctrl-C (temporary files removed)."""
+
+
+def _on_sigterm(*_) -> None:
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _quiet_tensorflow()
     from seqvae.errors import SeqvaeError
 
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)  # train: a checkpoint, then stop
     try:
         return args.func(args)
     except SeqvaeError as error:
@@ -685,8 +698,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("seqvae: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("seqvae: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

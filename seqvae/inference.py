@@ -192,8 +192,7 @@ def encode_to_file(run: Run, data, out: str, log_var_out: str | None = None, *,
     from seqvae.files import NpyRowWriter
 
     latent = run.config.model.latent_dim
-    encoder = tf.function(lambda batch: run.model.encoder(batch, training=False),
-                          reduce_retracing=True)
+    encoder = compiled_encoder(run)
     total = sources.count_records(data, run.config.data.column)
     read, skipped, messages, started = 0, 0, [], time.monotonic()
     with contextlib.ExitStack() as stack:

@@ -9,6 +9,10 @@ import gzip
 import io
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -318,6 +322,26 @@ def test_encode_missing_and_empty_data(run_dir, tmp_path):
     cut = tmp_path / "cut.smi.gz"  # a copy that died halfway: the streaming count read it first
     cut.write_bytes(gzip.compress(b"CCO\n" * 2000)[:40])
     user_error(["encode", run_dir, cut, "--out", tmp_path / "z.npy"], "cut.smi.gz: cannot read")
+
+
+def test_sigterm_during_encode_leaves_no_file_and_says_so(run_dir, tmp_path):
+    """A job manager's SIGTERM unwinds like Ctrl-C: the half-written .npy is removed, one line,
+    status 143."""
+    data = write_smi(tmp_path / "many.smi", SMILES * 10000)
+    out = tmp_path / "out"
+    out.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "seqvae", "encode", str(run_dir), data,
+                                "--out", str(out / "z.npy"), "--log-var", str(out / "v.npy")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(out.glob(".tmp-*")) and process.poll() is None:  # writing has begun
+        assert time.monotonic() < deadline, "encode never started writing"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 143, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "seqvae: terminated", err
+    assert list(out.iterdir()) == []
 
 
 @pytest.mark.parametrize("z, fragment", [

@@ -364,9 +364,10 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         return int(counters["bad_validations"].numpy()) >= tcfg.patience
 
     interrupted = []
-    previous_handler = None
-    if hasattr(signal, "SIGINT") and _in_main_thread():
-        previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    previous_handlers = {}  # Ctrl-C, and SIGTERM (a scheduler's notice before it preempts the job):
+    if _in_main_thread():  # the step ends, a checkpoint is written, the run stops "interrupted"
+        for number in (getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name)):
+            previous_handlers[number] = signal.signal(number, lambda *_: interrupted.append(True))
     stop_reason, values, seen, train_time, steps_here = "epochs", {}, 0, 0.0, 0
     streak = 0  # consecutive skipped (non-finite) steps
 
@@ -445,8 +446,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     finally:
         if progress is not None:
             progress.close()
-        if previous_handler is not None:
-            signal.signal(signal.SIGINT, previous_handler)
+        for number, handler in previous_handlers.items():
+            signal.signal(number, handler)
     step = int(counters["step"].numpy())
     writer.flush()
     if stop_reason == "diverged":

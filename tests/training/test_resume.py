@@ -8,6 +8,7 @@ import glob
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,12 +54,14 @@ def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path, smiles):
 
 
 @pytest.mark.slow
-def test_sigkill_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_path):
+@pytest.mark.parametrize("number", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_signal_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_path, number):
     """Killed as soon as its first checkpoint is complete, the run is resumed by the short form
-    ``seqvae train --out RUN --resume`` (data and settings from the run directory)."""
+    ``seqvae train --out RUN --resume`` (data and settings from the run directory). SIGTERM (a
+    scheduler's notice before preemption) ends the step, saves it and stops "interrupted"."""
     data = tmp_path / "data.smi"
     data.write_text("\n".join(SMILES * 3) + "\n")
-    steps = 12
+    steps = 20
     common = ["train", str(data), *PREEMPTED, "--max-steps", str(steps), "--out"]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     from seqvae.cli import main  # the uninterrupted run, in this process
@@ -66,11 +69,15 @@ def test_sigkill_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_pa
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(common + [str(straight)]) == 0
     process = subprocess.Popen([sys.executable, "-m", "seqvae", *common, str(killed)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     index = killed / "checkpoints" / "checkpoint"
-    assert _kill_when(process, index.exists), "the run finished before it could be killed"
+    assert _kill_when(process, index.exists, number=number), "the run ended before the signal"
     killed_at = tf.train.latest_checkpoint(str(killed / "checkpoints"))
     assert killed_at is not None and not killed_at.endswith(f"-{steps}")
+    if number == signal.SIGTERM:
+        stopped = re.search(r"trained (\d+) steps \(interrupted\)", process.stdout.read())
+        assert process.returncode == 0 and stopped, "SIGTERM did not stop the run cleanly"
+        assert killed_at.endswith(f"-{stopped.group(1)}")  # the step it stopped at was saved
     done = subprocess.run([sys.executable, "-m", "seqvae", "train", "--out", str(killed), "--resume"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -89,17 +96,18 @@ PREEMPTED = ["--max-steps", str(PREEMPTED_STEPS), "--set", "model.encoder_units=
              "--set", "train.export_at_end=false", "--set", "train.word_dropout=0.1"]
 
 
-def _kill_when(process, ready, timeout: float = 600) -> bool:
-    """SIGKILLs ``process`` (a Popen or a ``_Launched``) as soon as ``ready()`` holds (polled
-    every ms); False when the process ended first. Not seeing the moment within ``timeout`` fails
-    the test: a kill at another moment would test something else."""
+def _kill_when(process, ready, timeout: float = 600, number: int = signal.SIGKILL) -> bool:
+    """SIGKILLs ``process`` (a Popen or a ``_Launched``; or sends it signal ``number``) as soon
+    as ``ready()`` holds (polled every ms); False when the process ended first. Not seeing the
+    moment within ``timeout`` fails the test: a kill at another moment would test something
+    else."""
     deadline = time.monotonic() + timeout
     while process.poll() is None and not ready():
         assert time.monotonic() < deadline, "the moment to kill at never came"
         time.sleep(0.001)
     if process.poll() is not None:
         return False
-    process.send_signal(signal.SIGKILL)
+    process.send_signal(number)
     process.wait()
     return True
 
