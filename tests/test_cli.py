@@ -84,6 +84,7 @@ def test_sample_valid_only_and_unique_filter_the_samples(run_dir, capsys):
     assert both == list(dict.fromkeys(valid))
 
 
+@pytest.mark.slow
 def test_encode_decode_reconstruct_interpolate(run_dir, tmp_path, capsys):
     data = tmp_path / "x.smi"
     data.write_text("CCO\nc1ccccc1\nCC(=O)O\n")
@@ -154,6 +155,7 @@ def test_user_data_gets_no_demo_limits_and_the_limits_are_printed(tmp_path, caps
     assert "stops after 3 validations without improvement" in line
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("moses") is None, reason="needs the molsets data")
 def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
     import seqvae.config

@@ -324,6 +324,7 @@ def test_encode_missing_and_empty_data(run_dir, tmp_path):
     user_error(["encode", run_dir, cut, "--out", tmp_path / "z.npy"], "cut.smi.gz: cannot read")
 
 
+@pytest.mark.slow
 def test_sigterm_during_encode_leaves_no_file_and_says_so(run_dir, tmp_path):
     """A job manager's SIGTERM unwinds like Ctrl-C: the half-written .npy is removed, one line,
     status 143."""
@@ -377,6 +378,7 @@ def test_decode_good_npy(run_dir, tmp_path):
     # Text that is often valid SMILES (and a CSV header), so some examples get as far as training.
     st.text(alphabet="CNOc1()=#[]+-H\n,\t S", max_size=80).map(lambda t: ("SMILES\n" + t).encode()),
 ), suffix=st.sampled_from([".smi", ".csv", ".npy"]))
+@pytest.mark.slow
 def test_random_bytes_never_raise(tmp_path_factory, content, suffix):
     folder = tmp_path_factory.mktemp("fuzz")
     path = folder / f"data{suffix}"

@@ -48,6 +48,7 @@ def _as_smiles(texts, tokenizer):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tokenizer", ["smiles", "selfies", "char"])
 def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tokenizer):
     """The export speaks the run's notation (SELFIES for SELFIES runs, both ways); converted to
@@ -81,6 +82,7 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tokenizer):
                                                                         seed=5)
 
 
+@pytest.mark.slow
 def test_training_exports_at_the_end(tmp_path):
     import dataclasses
 

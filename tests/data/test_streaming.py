@@ -86,6 +86,7 @@ def test_batches_cover_every_training_line_once_and_split_by_hash(tmp_path):
     assert all(len(tok.tokenize(t)) + 1 <= scan["max_len"] for t in seen)
 
 
+@pytest.mark.slow
 def test_streamed_training_resumes_exactly(tmp_path):
     pattern = _shards(tmp_path, SMILES * 3)
     config = tiny_config()

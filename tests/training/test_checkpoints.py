@@ -223,6 +223,7 @@ def test_resume_past_a_damaged_checkpoint_ends_bit_exact(pristine, tmp_path, cap
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_write_that_fails_halfway_leaves_the_previous_one(pristine, tmp_path,
                                                                        monkeypatch):
     save, calls = tf.train.CheckpointManager.save, []

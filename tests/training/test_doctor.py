@@ -29,6 +29,7 @@ def test_the_classic_assign_loop_loses_decoder_gradients():
     assert [doctor.classify_gradient(g) for g in gradients] == ["None", "None"]
 
 
+@pytest.mark.slow
 def test_doctor_reports_every_mode_ok_and_formats_a_table():
     reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8,
                                  executions=("eager", "tf.function"))
@@ -128,6 +129,7 @@ def test_check_model_gradients_on_an_arbitrary_model_and_loss():
         assert report.problems == {v.path: "None" for v in model.trainable_variables}
 
 
+@pytest.mark.slow
 def test_doctor_mixed_precision_gradients_reach_every_weight():
     reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8, all_modes=False,
                                  precisions=("mixed_bfloat16", "mixed_float16"))
@@ -135,6 +137,7 @@ def test_doctor_mixed_precision_gradients_reach_every_weight():
     assert all(r.ok for r in reports), doctor.format_reports(reports)
 
 
+@pytest.mark.slow
 def test_property_head_gets_gradients_in_every_decoder_mode():
     """A jointly trained property head (data.properties): every variable, the head's
     included, gets a gradient for every decoder input and z conditioning, eager and compiled."""

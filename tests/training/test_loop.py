@@ -93,6 +93,7 @@ def test_run_json_records_the_data(tmp_path, smiles):
     assert info["tokenizer"] == "smiles" and info["vocab_size"] > 4 and info["data_source"] == "list"
 
 
+@pytest.mark.slow
 def test_load_run_restores_every_trained_weight(tmp_path, smiles):
     """The optimizer holds the trained variables too: each must equal the loaded model's."""
     config = _with_train(tiny_config(encoder_bidirectional=True, encoder_layers=2), max_steps=3,
@@ -150,6 +151,7 @@ def test_patience_stops_a_run_that_no_longer_improves(tmp_path, smiles, capsys):
     assert "seqvae: training on" in err and "stops after 2 validations without improvement" in err
 
 
+@pytest.mark.slow
 def test_grammar_softmax_trains_and_only_lowers_the_loss(tmp_path, smiles):
     from seqvae.model.grammar import SmilesGrammar
 
@@ -278,6 +280,7 @@ def test_learning_rate_1e9_never_writes_nan(tmp_path, smiles):
 # --- full disk, read-only run directory --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_metrics_write_on_a_full_disk_is_one_line_and_the_run_resumes_exactly(tmp_path, smiles,
                                                                                  monkeypatch):
     import errno
