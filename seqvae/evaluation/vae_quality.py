@@ -64,10 +64,7 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
     softmax_grammar = run.grammar if run.config.train.grammar_softmax else None
     id_spec = tf.TensorSpec([None, None], tf.int32)
     z_spec = tf.TensorSpec([None, latent_dim], tf.float32)
-
-    @tf.function(input_signature=[id_spec])
-    def posterior(ids):
-        return model.encoder(ids, training=False)
+    posterior = inference.compiled_encoder(run)
 
     @tf.function(input_signature=[id_spec, z_spec, z_spec, z_spec])
     def log_terms(ids, mean, log_var, eps):
