@@ -34,6 +34,20 @@ def tiny_config(**model) -> Config:
                                     learning_rate=1e-2, export_at_end=False))
 
 
+def with_train(config: Config, **changes) -> Config:
+    """``config`` with ``changes`` to its train section."""
+    import dataclasses
+
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, **changes))
+
+
+def run_weights(run_dir, checkpoint=None) -> list:
+    """Every weight of the run's model as loaded by ``load_run`` (numpy arrays, in order)."""
+    from seqvae.training.rundir import load_run
+
+    return [v.numpy() for v in load_run(str(run_dir), checkpoint).model.weights]
+
+
 @pytest.fixture
 def smiles():
     return list(SMILES)

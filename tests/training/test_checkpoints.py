@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import SMILES, file_size_limit, tiny_config
+from conftest import SMILES, file_size_limit, run_weights, tiny_config
 
 from seqvae.errors import SeqvaeError
 from seqvae.training.checkpoints import candidates, checkpoint_step
@@ -39,10 +39,6 @@ def _copy(pristine, tmp_path) -> str:
     copy = str(tmp_path / "copy")
     shutil.copytree(pristine, copy, ignore=shutil.ignore_patterns(".lock"))
     return copy
-
-
-def _weights_of(run_dir, checkpoint=None):
-    return [v.numpy() for v in load_run(run_dir, checkpoint).model.weights]
 
 
 def _data_file(prefix):
@@ -93,18 +89,18 @@ def test_load_run_falls_back_past_a_damaged_latest_checkpoint(pristine, tmp_path
     latest, previous = _latest_two(copy)
     DAMAGES[damage](latest)
     capsys.readouterr()
-    loaded = _weights_of(copy)
+    loaded = run_weights(copy)
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith(f"seqvae: warning: checkpoint {latest} is damaged (")
-    for a, b in zip(loaded, _weights_of(pristine, previous.replace(copy, pristine))):
+    for a, b in zip(loaded, run_weights(pristine, previous.replace(copy, pristine))):
         np.testing.assert_array_equal(a, b)
 
 
 def test_a_deleted_checkpoint_index_loses_nothing(pristine, tmp_path, capsys):
     copy = _copy(pristine, tmp_path)
     os.remove(os.path.join(checkpoint_dir(copy), "checkpoint"))
-    for a, b in zip(_weights_of(copy), _weights_of(pristine)):
+    for a, b in zip(run_weights(copy), run_weights(pristine)):
         np.testing.assert_array_equal(a, b)
     assert "warning" not in capsys.readouterr().err
 
@@ -132,7 +128,7 @@ def test_a_checkpoints_folder_without_checkpoint_files(pristine, tmp_path, left)
         load_run(copy)
     summary = train(_config(), copy, SMILES, resume=True)  # as if killed before the first save
     assert summary["steps"] == 20
-    for a, b in zip(_weights_of(copy), _weights_of(pristine)):
+    for a, b in zip(run_weights(copy), run_weights(pristine)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -219,7 +215,7 @@ def test_resume_past_a_damaged_checkpoint_ends_bit_exact(pristine, tmp_path, cap
     assert not any(os.path.exists(path) for path in orphans)
     assert summary["steps"] == 20 and not summary.get("already_finished")
     assert f"checkpoint {latest} is damaged" in capsys.readouterr().err
-    for a, b in zip(_weights_of(copy), _weights_of(pristine)):
+    for a, b in zip(run_weights(copy), run_weights(pristine)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -251,5 +247,5 @@ def test_a_checkpoint_write_that_fails_halfway_leaves_the_previous_one(pristine,
     monkeypatch.undo()
     summary = train(_config(), run_dir, SMILES, resume=True)  # the disk has room again
     assert summary["steps"] == 20
-    for a, b in zip(_weights_of(run_dir), _weights_of(pristine)):
+    for a, b in zip(run_weights(run_dir), run_weights(pristine)):
         np.testing.assert_array_equal(a, b)

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import tiny_config
+from conftest import run_weights, tiny_config, with_train
 
 from seqvae.data.preparation import prepare_data
 from seqvae.errors import SeqvaeError
@@ -20,13 +20,10 @@ from seqvae.training.objective import compute_losses
 from seqvae.training.rundir import load_run
 
 
-def _with_train(config, **changes):
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, **changes))
-
 
 def test_compute_losses_same_in_eager_graph_and_xla():
     config = tiny_config(decoder_dropout=0.2)
-    config = _with_train(config, word_dropout=0.2)
+    config = with_train(config, word_dropout=0.2)
     model, _, _ = build_training(config, 10, 12, 100)
     ids = doctor.example_batch(12, 10)
     step = tf.constant(3, tf.int64)
@@ -50,7 +47,7 @@ def test_prepare_data_from_list(smiles):
 
 def test_train_writes_a_self_describing_run(tmp_path, smiles):
     run_dir = str(tmp_path / "run")
-    summary = train(_with_train(tiny_config(), max_steps=6, epochs=5), run_dir, smiles)
+    summary = train(with_train(tiny_config(), max_steps=6, epochs=5), run_dir, smiles)
     assert summary["steps"] == 6 and summary["stop_reason"] == "max_steps"
     for name in ("run.json", "config.json", "vocab.json", "metrics.jsonl", "checkpoints/checkpoint"):
         assert os.path.exists(os.path.join(run_dir, name)), name
@@ -58,22 +55,19 @@ def test_train_writes_a_self_describing_run(tmp_path, smiles):
     steps = [r["step"] for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if r["kind"] == "step"]
     assert steps == [2, 4, 6]
     run = load_run(run_dir)
-    assert run.config == _with_train(tiny_config(), max_steps=6, epochs=5)
+    assert run.config == with_train(tiny_config(), max_steps=6, epochs=5)
     with pytest.raises(SeqvaeError, match="already holds a run"):
         train(tiny_config(), run_dir, smiles)
 
 
 def test_epoch_end_runs_validation(tmp_path, smiles):
     run_dir = str(tmp_path / "run")
-    summary = train(_with_train(tiny_config(), epochs=2), run_dir, smiles)
+    summary = train(with_train(tiny_config(), epochs=2), run_dir, smiles)
     assert summary["epochs"] == 2
     epochs = [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if r["kind"] == "epoch"]
     assert [r["epoch"] for r in epochs] == [0, 1]
     assert all(np.isfinite(r["val_loss"]) and np.isfinite(r["train_loss"]) for r in epochs)
 
-
-def _weights(run_dir):
-    return [v.numpy() for v in load_run(run_dir).model.weights]
 
 
 def test_second_process_on_the_same_run_dir_is_refused(tmp_path, smiles):
@@ -88,7 +82,7 @@ def test_second_process_on_the_same_run_dir_is_refused(tmp_path, smiles):
 
 def test_run_json_records_the_data(tmp_path, smiles):
     run_dir = str(tmp_path / "run")
-    train(_with_train(tiny_config(), max_steps=1), run_dir, smiles)
+    train(with_train(tiny_config(), max_steps=1), run_dir, smiles)
     info = json.load(open(os.path.join(run_dir, "run.json")))
     assert info["tokenizer"] == "smiles" and info["vocab_size"] > 4 and info["data_source"] == "list"
 
@@ -96,8 +90,8 @@ def test_run_json_records_the_data(tmp_path, smiles):
 @pytest.mark.slow
 def test_load_run_restores_every_trained_weight(tmp_path, smiles):
     """The optimizer holds the trained variables too: each must equal the loaded model's."""
-    config = _with_train(tiny_config(encoder_bidirectional=True, encoder_layers=2), max_steps=3,
-                         epochs=2)
+    config = with_train(tiny_config(encoder_bidirectional=True, encoder_layers=2), max_steps=3,
+                        epochs=2)
     run_dir = str(tmp_path / "run")
     train(config, run_dir, smiles)
     run = load_run(run_dir)
@@ -116,8 +110,8 @@ def test_load_run_restores_every_trained_weight(tmp_path, smiles):
 def test_kl_reduction_fixes_beta_per_molecule_whatever_the_length(reduction):
     """per_molecule: loss = summed recon per molecule + kl_weight * KL, on short and long
     molecules alike; per_token (MOSES): recon per token + kl_weight * KL."""
-    config = _with_train(tiny_config(), kl_schedule="constant", kl_weight_end=0.3,
-                         kl_reduction=reduction)
+    config = with_train(tiny_config(), kl_schedule="constant", kl_weight_end=0.3,
+                        kl_reduction=reduction)
     model, _, _ = build_training(config, 12, 12, 100)
     short = np.array([[5, 6, 2] + [0] * 9, [7, 2] + [0] * 10], np.int32)
     long = np.array([[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 6, 2]] * 2, np.int32)
@@ -141,8 +135,8 @@ def test_replan_fits_the_rest_of_the_budget():
 
 
 def test_patience_stops_a_run_that_no_longer_improves(tmp_path, smiles, capsys):
-    config = _with_train(tiny_config(), epochs=50, patience=2, learning_rate=1e-12,
-                         lr_schedule="constant", kl_schedule="constant")
+    config = with_train(tiny_config(), epochs=50, patience=2, learning_rate=1e-12,
+                        lr_schedule="constant", kl_schedule="constant")
     summary = train(config, str(tmp_path / "run"), smiles)
     assert summary["stop_reason"] == "plateau" and summary["epochs"] == 3
     epochs = [r for r in read_jsonl(str(tmp_path / "run" / "metrics.jsonl")) if r["kind"] == "epoch"]
@@ -155,7 +149,7 @@ def test_patience_stops_a_run_that_no_longer_improves(tmp_path, smiles, capsys):
 def test_grammar_softmax_trains_and_only_lowers_the_loss(tmp_path, smiles):
     from seqvae.model.grammar import SmilesGrammar
 
-    config = _with_train(tiny_config(), grammar_softmax=True, max_steps=4, epochs=5)
+    config = with_train(tiny_config(), grammar_softmax=True, max_steps=4, epochs=5)
     prepared = prepare_data(config.data, smiles)
     grammar = SmilesGrammar.from_tokens(prepared.vocab.tokens)
     model, _, _ = build_training(config, prepared.max_len, len(prepared.vocab), 100)
@@ -236,12 +230,12 @@ def test_nan_steps_are_skipped_counted_and_training_goes_on(tmp_path, smiles, mo
 
     monkeypatch.setattr(loop, "compute_losses", _nan_at([3, 4]))
     run_dir = str(tmp_path / "run")
-    summary = train(_with_train(tiny_config(), max_steps=8, epochs=5), run_dir, smiles)
+    summary = train(with_train(tiny_config(), max_steps=8, epochs=5), run_dir, smiles)
     assert summary["steps"] == 8 and summary["skipped_nonfinite"] == 2
     records = _strict_records(run_dir)
     assert [(r["step"], r["consecutive"]) for r in records if r["kind"] == "skipped"] == [(3, 1), (4, 2)]
     assert [r["skipped_steps"] for r in records if r["kind"] == "step"] == [0, 2, 2, 2]
-    assert all(np.isfinite(w).all() for w in _weights(run_dir))
+    assert all(np.isfinite(w).all() for w in run_weights(run_dir))
 
 
 def test_consecutive_nan_steps_stop_the_run_at_the_last_good_checkpoint(tmp_path, smiles, monkeypatch):
@@ -249,7 +243,7 @@ def test_consecutive_nan_steps_stop_the_run_at_the_last_good_checkpoint(tmp_path
 
     monkeypatch.setattr(loop, "compute_losses", _nan_at(list(range(6, 30))))
     run_dir = str(tmp_path / "run")
-    config = _with_train(tiny_config(), max_steps=20, epochs=5, max_nonfinite_steps=3)
+    config = with_train(tiny_config(), max_steps=20, epochs=5, max_nonfinite_steps=3)
     with pytest.raises(SeqvaeError) as caught:
         train(config, run_dir, smiles)
     message = str(caught.value)
@@ -257,13 +251,13 @@ def test_consecutive_nan_steps_stop_the_run_at_the_last_good_checkpoint(tmp_path
     # ckpt-5: the end of the first epoch (5 steps), the last before the NaN steps 6, 7, 8
     assert os.path.join(run_dir, "checkpoints", "ckpt-5") + " is intact" in message
     assert tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")).endswith("ckpt-5")
-    assert all(np.isfinite(w).all() for w in _weights(run_dir))  # loadable, finite
+    assert all(np.isfinite(w).all() for w in run_weights(run_dir))  # loadable, finite
 
 
 def test_learning_rate_1e9_never_writes_nan(tmp_path, smiles):
     run_dir = str(tmp_path / "run")
-    config = _with_train(tiny_config(), max_steps=30, epochs=50, learning_rate=1e9,
-                         checkpoint_every=1, max_nonfinite_steps=4)
+    config = with_train(tiny_config(), max_steps=30, epochs=50, learning_rate=1e9,
+                        checkpoint_every=1, max_nonfinite_steps=4)
     with pytest.raises(SeqvaeError, match=r"training diverged: 4 consecutive steps up to step \d+"):
         train(config, run_dir, smiles)
     skipped = [r for r in _strict_records(run_dir) if r["kind"] == "skipped"]
@@ -287,7 +281,7 @@ def test_a_metrics_write_on_a_full_disk_is_one_line_and_the_run_resumes_exactly(
 
     from seqvae import files
 
-    config = _with_train(tiny_config(), max_steps=8, epochs=5, checkpoint_every=4, log_every=2)
+    config = with_train(tiny_config(), max_steps=8, epochs=5, checkpoint_every=4, log_every=2)
     straight = train(config, str(tmp_path / "straight"), smiles)["weights_checksum"]
     append, calls = files.append_jsonl, []
 
@@ -319,7 +313,7 @@ def test_a_read_only_run_directory_is_one_line(tmp_path, smiles, monkeypatch):
 
     from seqvae.training import rundir
 
-    config = _with_train(tiny_config(), max_steps=4, epochs=5)
+    config = with_train(tiny_config(), max_steps=4, epochs=5)
     run_dir = str(tmp_path / "run")
     before = train(config, run_dir, smiles)["weights_checksum"]
 
@@ -329,7 +323,7 @@ def test_a_read_only_run_directory_is_one_line(tmp_path, smiles, monkeypatch):
         return builtins.open(path, *args, **kwargs)
 
     monkeypatch.setattr(rundir, "open", read_only, raising=False)
-    longer = _with_train(config, max_steps=8)
+    longer = with_train(config, max_steps=8)
     with pytest.raises(SeqvaeError, match=r"/run/\.lock: Read-only file system; the checkpoints"):
         train(longer, run_dir, smiles, resume=True)
     monkeypatch.undo()

@@ -3,7 +3,6 @@ row with the launch command itself), and one command for every start (missing ru
 its first checkpoint, finished, time budget used)."""
 
 import contextlib
-import dataclasses
 import glob
 import io
 import json
@@ -18,36 +17,29 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import SMILES, tiny_config
+from conftest import SMILES, run_weights, tiny_config, with_train
 
 from seqvae.errors import SeqvaeError
 from seqvae.files import read_jsonl
 from seqvae.training.loop import train
-from seqvae.training.rundir import load_run
 
 
-def _with_train(config, **changes):
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, **changes))
-
-
-def _weights(run_dir):
-    return [v.numpy() for v in load_run(run_dir).model.weights]
 
 
 def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path, smiles):
-    config = _with_train(tiny_config(decoder_dropout=0.1), epochs=3, checkpoint_every=3,
-                         word_dropout=0.1)
+    config = with_train(tiny_config(decoder_dropout=0.1), epochs=3, checkpoint_every=3,
+                        word_dropout=0.1)
     straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
     train(config, straight, smiles)
     # "Crash" after step 7: only the checkpoint of step 6 survives (mid-epoch: 5 steps per epoch).
-    train(_with_train(config, max_steps=7), broken, smiles)
+    train(with_train(config, max_steps=7), broken, smiles)
     for path in glob.glob(os.path.join(broken, "checkpoints", "ckpt-7*")):
         os.remove(path)
     with open(os.path.join(broken, "checkpoints", "checkpoint"), "w") as out:
         out.write('model_checkpoint_path: "ckpt-6"\nall_model_checkpoint_paths: "ckpt-6"\n')
     summary = train(config, broken, smiles, resume=True)
     assert summary["steps"] == 15
-    for a, b in zip(_weights(straight), _weights(broken)):
+    for a, b in zip(run_weights(straight), run_weights(broken)):
         np.testing.assert_array_equal(a, b)
     steps = [r["step"] for r in read_jsonl(os.path.join(broken, "metrics.jsonl")) if r["kind"] == "step"]
     assert steps == sorted(set(steps))  # the redone steps were not logged twice
@@ -82,7 +74,7 @@ def test_sigterm_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_pa
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert f"trained {steps} steps" in done.stdout
-    for a, b in zip(_weights(str(straight)), _weights(str(killed))):
+    for a, b in zip(run_weights(str(straight)), run_weights(str(killed))):
         np.testing.assert_array_equal(a, b)
 
 
@@ -241,7 +233,7 @@ def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp
                           capture_output=True, text=True)  # the real launch, to the end
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    for a, b in zip(_weights(str(straight)), _weights(str(killed))):
+    for a, b in zip(run_weights(str(straight)), run_weights(str(killed))):
         np.testing.assert_array_equal(a, b)
     steps = [r["step"] for r in read_jsonl(str(metrics)) if r["kind"] == "step"]
     assert steps == list(range(3, PREEMPTED_STEPS + 1, 3))  # every redone step logged once
@@ -254,7 +246,7 @@ def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp
 
 def test_resume_starts_a_missing_run_then_leaves_it_finished(tmp_path, smiles, capsys):
     run_dir = str(tmp_path / "run")
-    config = _with_train(tiny_config(), max_steps=6, epochs=5)
+    config = with_train(tiny_config(), max_steps=6, epochs=5)
     summary = train(config, run_dir, smiles, resume=True)
     assert summary["steps"] == 6
     assert "nothing to resume in" in capsys.readouterr().err
@@ -266,15 +258,15 @@ def test_resume_starts_a_missing_run_then_leaves_it_finished(tmp_path, smiles, c
     assert "already finished at step 6 (max_steps)" in capsys.readouterr().err
     assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == files
     assert open(os.path.join(run_dir, "metrics.jsonl")).read() == metrics
-    longer = train(_with_train(config, max_steps=8), run_dir, smiles, resume=True)
+    longer = train(with_train(config, max_steps=8), run_dir, smiles, resume=True)
     assert longer["steps"] == 8 and not longer.get("already_finished")
     with pytest.raises(SeqvaeError, match="settings differ.*train.learning_rate"):
-        train(_with_train(config, learning_rate=0.5), run_dir, smiles, resume=True)
+        train(with_train(config, learning_rate=0.5), run_dir, smiles, resume=True)
 
 
 def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it(tmp_path, smiles):
     run_dir = str(tmp_path / "run")
-    config = _with_train(tiny_config(), max_steps=5, epochs=5)
+    config = with_train(tiny_config(), max_steps=5, epochs=5)
     straight = train(config, run_dir, smiles)["weights_checksum"]
     shutil.rmtree(os.path.join(run_dir, "checkpoints"))  # as if killed before the first save
     summary = train(config, run_dir, smiles, resume=True)
@@ -285,11 +277,11 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it(tmp_path, 
 
 def test_a_run_that_used_its_time_budget_is_finished_unless_given_more(tmp_path, smiles, capsys):
     run_dir = str(tmp_path / "run")
-    config = _with_train(tiny_config(), epochs=10**6, time_budget=0.3)
+    config = with_train(tiny_config(), epochs=10**6, time_budget=0.3)
     first = train(config, run_dir, smiles)
     assert first["stop_reason"] == "time_budget"
     again = train(config, run_dir, smiles, resume=True)
     assert again["already_finished"] and again["steps"] == first["steps"]
     assert f"already finished at step {first['steps']} (time_budget)" in capsys.readouterr().err
-    more = train(_with_train(config, time_budget=0.6), run_dir, smiles, resume=True)
+    more = train(with_train(config, time_budget=0.6), run_dir, smiles, resume=True)
     assert more["steps"] > first["steps"]
