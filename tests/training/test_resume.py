@@ -51,7 +51,6 @@ def test_sigterm_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_pa
     complete: the run ends its step, saves it and stops "interrupted"; the short form ``seqvae
     train --out RUN --resume`` (data and settings from the run directory) finishes it exactly.
     (SIGKILL: the repeated test below.)"""
-    number = signal.SIGTERM
     data = tmp_path / "data.smi"
     data.write_text("\n".join(SMILES * 3) + "\n")
     steps = 20
@@ -64,7 +63,7 @@ def test_sigterm_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_pa
     process = subprocess.Popen([sys.executable, "-m", "seqvae", *common, str(killed)],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     index = killed / "checkpoints" / "checkpoint"
-    assert _kill_when(process, index.exists, number=number), "the run ended before the signal"
+    assert _kill_when(process, index.exists, number=signal.SIGTERM), "the run ended before the signal"
     killed_at = tf.train.latest_checkpoint(str(killed / "checkpoints"))
     assert killed_at is not None and not killed_at.endswith(f"-{steps}")
     stopped = re.search(r"trained (\d+) steps \(interrupted\)", process.stdout.read())
