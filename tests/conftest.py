@@ -74,9 +74,16 @@ HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A tiny run trained for 20 steps on SMILES, once per test module."""
-    return train_tiny_run(tmp_path_factory.mktemp("run"))
+def run(tiny_run_dir, tmp_path_factory):
+    """A copy of the session's tiny run (20 steps on SMILES) for each test module, loaded: a
+    module may write into it (property heads, priors, reports) without the others seeing it."""
+    import shutil
+
+    from seqvae.training.rundir import load_run
+
+    copy = tmp_path_factory.mktemp("run") / "run"
+    shutil.copytree(tiny_run_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    return load_run(str(copy))
 
 
 @contextlib.contextmanager

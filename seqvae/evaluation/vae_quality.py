@@ -64,39 +64,47 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
     softmax_grammar = run.grammar if run.config.train.grammar_softmax else None
     id_spec = tf.TensorSpec([None, None], tf.int32)
     z_spec = tf.TensorSpec([None, latent_dim], tf.float32)
+    eps_spec = tf.TensorSpec([None, None, latent_dim], tf.float32)
     posterior = inference.compiled_encoder(run)
 
-    @tf.function(input_signature=[id_spec, z_spec, z_spec, z_spec])
+    @tf.function(input_signature=[id_spec, z_spec, z_spec, eps_spec])
     def log_terms(ids, mean, log_var, eps):
-        """-> log p(x|z) and log p(z) - log q(z|x), each (B,), for z = mean + std * eps."""
-        z = mean + tf.exp(0.5 * log_var) * eps
-        logits = model.decoder(z, model.decoder_inputs(ids), training=False)
+        """-> log p(x|z) and log p(z) - log q(z|x), each (K, B), for the K draws
+        z = mean + std * eps[k] (eps ``(K, B, L)``), decoded as one batch of K * B rows; the
+        grammar's masks depend on ids only, so they are computed once for the K draws."""
+        draws, batch = tf.shape(eps)[0], tf.shape(ids)[0]
+        z = tf.reshape(mean[None] + tf.exp(0.5 * log_var)[None] * eps, [-1, latent_dim])
+        tiled = tf.tile(ids, [draws, 1])  # row k * B + i is ids[i]
+        logits = model.decoder(z, model.decoder_inputs(tiled), training=False)
         if softmax_grammar is not None:  # the run's distribution is the constrained softmax
-            logits = objective.constrained_logits(
-                logits, softmax_grammar.teacher_forced_masks(ids, run.max_len))
-        log_likelihood = -objective.sequence_cross_entropy(ids, logits)
+            masks = softmax_grammar.teacher_forced_masks(ids, run.max_len)
+            logits = objective.constrained_logits(logits, tf.tile(masks, [draws, 1, 1]))
+        log_likelihood = tf.reshape(-objective.sequence_cross_entropy(tiled, logits),
+                                    [draws, batch])
         log_prior = -0.5 * tf.reduce_sum(tf.square(z) + _LOG_2PI, axis=1)
-        log_posterior = -0.5 * tf.reduce_sum(tf.square(eps) + log_var + _LOG_2PI, axis=1)
-        return log_likelihood, log_prior - log_posterior
+        log_posterior = -0.5 * tf.reduce_sum(
+            tf.square(eps) + log_var[None] + _LOG_2PI, axis=2)
+        return log_likelihood, tf.reshape(log_prior, [draws, batch]) - log_posterior
 
     base = randomness.as_seed(seed)
     means, log_vars, recon, kl, nll_iw, mi, mi_weights = [], [], [], [], [], [], []
+    # K draws per sequence decode together: at most ``batch_size`` rows per decoder call.
+    rows = max(1, batch_size // iw_samples)
     for index, start in enumerate(range(0, len(ids), batch_size)):
         batch = tf.constant(ids[start:start + batch_size], tf.int32)
         mean, log_var = posterior(batch)
         batch_seed = randomness.fold_in(base, index)
-        log_likelihood, log_weights, first_z = [], [], None
-        for k in range(iw_samples):
-            eps = randomness.normal(tf.shape(mean), randomness.fold_in(batch_seed, k))
-            likelihood, prior_ratio = log_terms(batch, mean, log_var, eps)
-            log_likelihood.append(likelihood.numpy().astype(np.float64))
-            log_weights.append(log_likelihood[-1] + prior_ratio.numpy())
-            if first_z is None:
-                first_z = (mean + tf.exp(0.5 * log_var) * eps).numpy().astype(np.float64)
+        eps = tf.stack([randomness.normal(tf.shape(mean), randomness.fold_in(batch_seed, k))
+                        for k in range(iw_samples)])  # (K, B, L)
+        parts = [log_terms(batch[i:i + rows], mean[i:i + rows], log_var[i:i + rows],
+                           eps[:, i:i + rows]) for i in range(0, int(batch.shape[0]), rows)]
+        log_likelihood = np.concatenate([p[0].numpy() for p in parts], axis=1).astype(np.float64)
+        log_weights = log_likelihood + np.concatenate([p[1].numpy() for p in parts], axis=1)
+        first_z = (mean + tf.exp(0.5 * log_var) * eps[0]).numpy().astype(np.float64)
         # Batch of one with B rows: kl_per_dimension's batch mean leaves (B, L) per example.
         kl.append(tf.reduce_sum(objective.kl_per_dimension(mean[None], log_var[None]), -1).numpy())
         recon.append(-np.mean(log_likelihood, axis=0))  # the reconstruction term, averaged over K
-        nll_iw.append(math.log(iw_samples) - _logsumexp(np.stack(log_weights), axis=0))
+        nll_iw.append(math.log(iw_samples) - _logsumexp(log_weights, axis=0))
         mi.append(_batch_mutual_information(mean.numpy().astype(np.float64),
                                             log_var.numpy().astype(np.float64), first_z))
         mi_weights.append(int(batch.shape[0]))

@@ -4,7 +4,7 @@ import dataclasses
 import json
 
 import pytest
-from conftest import SMILES, train_tiny_run
+from conftest import SMILES
 
 from seqvae import inference
 from seqvae.data.sources import Sequences
@@ -16,11 +16,6 @@ TEST = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1", "
         "CCOC", "NCCO"]
 UNENCODABLE = ["CCI", "C1CC"]  # iodine is not in the vocabulary; an unclosed ring is invalid
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return train_tiny_run(tmp_path_factory.mktemp("evaluate"))
 
 
 # --- sampling and the whole evaluation -----------------------------------------------------------

@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import train_tiny_run
 
 from seqvae import inference
 from seqvae.data import chemistry
@@ -28,11 +27,6 @@ def assert_png(path: str) -> None:
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR", path
     width, height = struct.unpack(">II", head[16:24])
     assert width > 100 and height > 100, (width, height)
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return train_tiny_run(tmp_path_factory.mktemp("report"))
 
 
 def results_for(run) -> dict:

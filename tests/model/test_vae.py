@@ -36,9 +36,15 @@ def test_every_weight_gets_a_gradient_eager_graph_xla(decoder_input, z_condition
                                            ("dense", {}),
                                            ("gru", {"embedding_dim": 6})])
 def test_encoders_and_embeddings_get_gradients(encoder, extra):
+    """Eager and tf.function for each; XLA too where the ops differ from the default model's
+    (whose XLA path the test above checks): conv, dense and the bidirectional GRU."""
     config = tiny_config(encoder=encoder, **extra)
     ids = doctor.example_batch(vocab_size=12, max_len=10)
-    for report in doctor.check_gradients(config, ids, vocab_size=12):
+    xla = encoder != "gru" or extra.get("encoder_bidirectional")
+    executions = ("eager", "tf.function", "xla") if xla else ("eager", "tf.function")
+    reports = doctor.check_gradients(config, ids, vocab_size=12, executions=executions)
+    assert [r.execution for r in reports] == list(executions)
+    for report in reports:
         assert report.ok, report
 
 

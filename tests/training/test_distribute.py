@@ -78,11 +78,11 @@ def _free_ports(count):
     return ports
 
 
-def _worker_env(ports, index):
+def _worker_env(ports, index, collective_timeout: int = 30):
     env = dict(os.environ)
     env["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                                    "task": {"type": "worker", "index": index}})
-    env["SEQVAE_COLLECTIVE_TIMEOUT"] = "30"
+    env["SEQVAE_COLLECTIVE_TIMEOUT"] = str(collective_timeout)
     return env
 
 
@@ -123,8 +123,9 @@ def test_a_dead_worker_makes_the_other_fail_not_hang(tmp_path):
     data.write_text("\n".join(SMILES * 20) + "\n")
     ports = _free_ports(2)
     workers = [subprocess.Popen(_worker_command(data, tmp_path / "run", 100000),
-                                env=_worker_env(ports, i), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for i in range(2)]
+                                env=_worker_env(ports, i, collective_timeout=15),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for i in range(2)]  # both warm by the kill: 15 s is long for a step here
     deadline = time.monotonic() + 120
     checkpoints = tmp_path / "run" / "checkpoints" / "checkpoint"
     while not checkpoints.exists() and time.monotonic() < deadline:

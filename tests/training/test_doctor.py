@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 from conftest import tiny_config
 
+from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS
 from seqvae.training import doctor, objective
 
 
@@ -31,12 +32,14 @@ def test_the_classic_assign_loop_loses_decoder_gradients():
 
 @pytest.mark.slow
 def test_doctor_reports_every_mode_ok_and_formats_a_table():
-    reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8,
-                                 executions=("eager", "tf.function"))
-    assert len(reports) == 3 * 3 * 2
+    # Every mode eagerly (tests/model/test_vae.py checks each in tf.function and XLA too).
+    reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8, executions=("eager",))
+    assert len(reports) == 3 * 3
+    assert [(r.decoder_input, r.z_conditioning) for r in reports] == [
+        (d, z) for d in DECODER_INPUTS for z in Z_CONDITIONINGS]
     assert all(r.ok for r in reports)
     table = doctor.format_reports(reports)
-    assert "18 of 18 checks passed" in table
+    assert "9 of 9 checks passed" in table
 
 
 def _custom_loop_loss(models, assign_into_variable):
@@ -140,7 +143,8 @@ def test_doctor_mixed_precision_gradients_reach_every_weight():
 @pytest.mark.slow
 def test_property_head_gets_gradients_in_every_decoder_mode():
     """A jointly trained property head (data.properties): every variable, the head's
-    included, gets a gradient for every decoder input and z conditioning, eager and compiled."""
+    included, gets a gradient for every decoder input and z conditioning, eager, and in tf.function (the
+    head is plain Dense layers on z: XLA adds nothing the model tests do not check)."""
     import dataclasses
 
     from conftest import tiny_config
@@ -150,8 +154,8 @@ def test_property_head_gets_gradients_in_every_decoder_mode():
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, properties="logp,qed"))
     reports = doctor(config, vocab_size=12, max_len=8, batch_size=3, executions=("eager",))
     reports += doctor(config, vocab_size=12, max_len=8, batch_size=3, all_modes=False,
-                      executions=("tf.function", "xla"))
-    assert len(reports) == 9 + 2 and all(r.ok for r in reports), [r.problems for r in reports]
+                      executions=("tf.function",))
+    assert len(reports) == 9 + 1 and all(r.ok for r in reports), [r.problems for r in reports]
     plain = doctor(tiny_config(), vocab_size=12, max_len=8, batch_size=3, all_modes=False,
                    executions=("eager",))
     assert reports[0].variables == plain[0].variables + 8  # 3 hidden + output layer, kernel + bias

@@ -46,20 +46,16 @@ def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path, smiles):
 
 
 @pytest.mark.slow
-def test_sigterm_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_path):
+def test_sigterm_after_first_checkpoint_then_resume_matches_uninterrupted(tmp_path,
+                                                                         preempted_reference):
     """SIGTERM (a scheduler's notice before preemption) as soon as the first checkpoint is
     complete: the run ends its step, saves it and stops "interrupted"; the short form ``seqvae
     train --out RUN --resume`` (data and settings from the run directory) finishes it exactly.
     (SIGKILL: the repeated test below.)"""
-    data = tmp_path / "data.smi"
-    data.write_text("\n".join(SMILES * 3) + "\n")
-    steps = 20
-    common = ["train", str(data), *PREEMPTED, "--max-steps", str(steps), "--out"]
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    from seqvae.cli import main  # the uninterrupted run, in this process
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(common + [str(straight)]) == 0
+    data, straight = preempted_reference
+    steps = PREEMPTED_STEPS
+    common = ["train", str(data), *PREEMPTED, "--out"]
+    killed = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "seqvae", *common, str(killed)],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     index = killed / "checkpoints" / "checkpoint"
@@ -85,6 +81,20 @@ PREEMPTED = ["--max-steps", str(PREEMPTED_STEPS), "--set", "model.encoder_units=
              "--set", "model.latent_dim=4", "--set", "train.batch_size=4",
              "--set", "train.checkpoint_every=3", "--set", "train.log_every=3",
              "--set", "train.export_at_end=false", "--set", "train.word_dropout=0.1"]
+
+
+@pytest.fixture(scope="module")
+def preempted_reference(tmp_path_factory):
+    """The data file of the preemption tests and the uninterrupted run of ``PREEMPTED`` on it
+    (the launch command with ``--resume``, which starts a missing run), trained in this process."""
+    folder = tmp_path_factory.mktemp("preempted")
+    data, straight = folder / "data.smi", folder / "straight"
+    data.write_text("\n".join(SMILES * 3) + "\n")
+    from seqvae.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["train", str(data), *PREEMPTED, "--resume", "--out", str(straight)]) == 0
+    return data, straight
 
 
 def _kill_when(process, ready, timeout: float = 600, number: int = signal.SIGKILL) -> bool:
@@ -152,7 +162,8 @@ class _Launched:
 
 
 @pytest.mark.slow
-def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp_path):
+def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp_path,
+                                                                             preempted_reference):
     """Ten SIGKILLs at chosen and random moments (during the imports, before the first
     checkpoint, during checkpoint writes, just after them, at random times after the restore),
     each followed by the launch command itself (``--resume`` included): the final weights equal
@@ -160,14 +171,9 @@ def test_repeated_sigkill_with_the_same_resume_command_matches_uninterrupted(tmp
     import random
 
     started = time.monotonic()
-    data = tmp_path / "data.smi"
-    data.write_text("\n".join(SMILES * 3) + "\n")
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    data, straight = preempted_reference
+    killed = tmp_path / "killed"
     command = ["train", str(data), *PREEMPTED, "--resume", "--out"]
-    from seqvae.cli import main  # the uninterrupted run: the same command, in this process
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(command + [str(straight)]) == 0
     checkpoints, metrics = killed / "checkpoints", killed / "metrics.jsonl"
     index = checkpoints / "checkpoint"
 
