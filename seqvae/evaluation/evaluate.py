@@ -25,6 +25,12 @@ from seqvae.evaluation.vae_quality import posterior_and_bounds
 from seqvae.training.rundir import Run, load_run
 
 
+# Defaults sized so that the model-dependent parts of an evaluation take about a minute on 2 CPU
+# cores for a demo-size model, with their standard errors reported beside them.
+RECON_MOLECULES = 300
+QUALITY_SEQUENCES = 3000
+
+
 def print_to_stderr(line: str) -> None:
     """The default progress callback: one ``seqvae evaluate:`` line on stderr."""
     print(f"seqvae evaluate: {line}", file=sys.stderr, flush=True)
@@ -85,8 +91,8 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
 
 
 def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=None, train=None,
-             include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = 1000,
-             quality_sequences: int = 10000, seed: int = 0, grammar: bool = True,
+             include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = RECON_MOLECULES,
+             quality_sequences: int = QUALITY_SEQUENCES, seed: int = 0, grammar: bool = True,
              prior: str = "standard", progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
@@ -103,8 +109,11 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         canonicalized for Novelty (MOSES's own split already is).
       include_fcd: compute FCD (needs the fcd extra; a note if it is missing).
       iw_samples: K of the importance-weighted bound.
-      recon_molecules: molecules in the reconstruction protocol (0 skips it).
-      quality_sequences: the first this many test sequences go to ``vae_quality`` (0 skips it).
+      recon_molecules: molecules in the reconstruction protocol (0 skips it). The default, 300
+        (30,000 decodings), gives the reconstruction rate to about +-0.02 (its standard error
+        over molecules is reported); 1,000 takes 3.3 times as long.
+      quality_sequences: the first this many test sequences go to ``vae_quality`` (0 skips it);
+        the default, 3,000, gives the IW-NLL to a few tenths of a nat (standard error reported).
       seed: seeds sampling, the bounds and the protocol.
       grammar: decode SMILES runs under the grammar mask (sampling and reconstruction); the
         results say whether it was on (``grammar``).

@@ -10,6 +10,7 @@ from seqvae import inference
 from seqvae.data import chemistry
 from seqvae.data.preparation import ids_to_texts
 from seqvae.errors import SeqvaeError
+from seqvae.evaluation.vae_quality import standard_error
 from seqvae.model import randomness
 from seqvae.training.rundir import Run
 
@@ -22,7 +23,8 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
     (``z ~ q(z|x)``) and each z decoded ``n_decodings`` times by sampling at temperature 1.
     ``reconstruction`` is the fraction of all these decodings equal to the input: same canonical
     SMILES for SMILES and SELFIES runs, same text otherwise. ``reconstructed_at_least_once`` is
-    the fraction of inputs that came back in any decoding, ``valid_decodings`` the fraction of
+    the fraction of inputs that came back in any decoding (``reconstruction_se``: the standard
+    error of ``reconstruction`` over molecules, the decodings of one molecule being correlated), ``valid_decodings`` the fraction of
     decodings that are valid molecules (molecule runs only). ``exact_match_mean_z``,
     ``token_accuracy_mean_z`` and ``sequence_accuracy_mean_z`` are ``inference.reconstruct``'s
     greedy decoding from the mean.
@@ -67,6 +69,7 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
         "encodings_per_molecule": n_encodings,
         "decodings_per_encoding": n_decodings,
         "reconstruction": float(same.mean()),
+        "reconstruction_se": standard_error(same.mean(axis=0)),
         "reconstructed_at_least_once": float(same.any(axis=0).mean()),
         "valid_decodings": float(np.mean([o is not None for o in outputs])) if molecules else None,
         "exact_match_mean_z": greedy["exact_match_mean_z"],

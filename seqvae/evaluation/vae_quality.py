@@ -33,6 +33,11 @@ def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
 
 
 
+def standard_error(values: np.ndarray) -> float:
+    """The standard error of the mean of ``values`` (one per sequence); 0 for one value."""
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
 def _batch_mutual_information(mean: np.ndarray, log_var: np.ndarray, z: np.ndarray) -> float:
     """He et al. 2019's estimate of I(x; z) on one batch, float64 ``(B, L)`` inputs.
 
@@ -121,9 +126,11 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         "tokens_per_sequence": tokens / len(ids),
         "iw_samples": iw_samples,
         "elbo": float(np.mean(-recon - kl)),
+        "elbo_se": standard_error(-recon - kl),
         "recon": float(np.mean(recon)),
         "kl": float(np.mean(kl)),
         "nll_iw": float(np.mean(nll_iw)),
+        "nll_iw_se": standard_error(nll_iw),
         "nll_iw_per_token": float(np.sum(nll_iw) / tokens),
         "perplexity_iw": float(np.exp(np.sum(nll_iw) / tokens)),
         "kl_per_dimension": [float(v) for v in objective.kl_per_dimension(mean, log_var).numpy()],

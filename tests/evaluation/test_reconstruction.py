@@ -49,3 +49,18 @@ def test_interpolation_protocol_counts_inner_points(run, monkeypatch):
     assert result["valid_intermediates"] == 2 / 3
     assert result["distinct_per_path"] == 1.0
     assert result["ends_reconstructed"] == 1.0
+
+
+def test_reconstruction_standard_error_is_over_molecules(run, monkeypatch):
+    """Molecule 0 comes back in 2 of its 4 decodings, molecule 1 in none: rates 0.5 and 0,
+    mean 0.25, standard error std([0.5, 0], ddof=1) / sqrt(2) = 0.25."""
+    inputs = ["CCCO", "CCN"]
+
+    def fake_decode(run, z, greedy, seed, grammar):
+        return ["CCCO" if row in (0, 2) else "" for row in range(len(z))]  # row = d * 2 + i
+
+    monkeypatch.setattr(reconstruction.inference, "decode", fake_decode)
+    result = reconstruction.reconstruction_protocol(run, inputs, n_molecules=2, n_encodings=1,
+                                                    n_decodings=4)
+    assert result["reconstruction"] == 0.25
+    assert abs(result["reconstruction_se"] - 0.25) < 1e-12

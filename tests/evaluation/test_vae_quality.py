@@ -32,6 +32,10 @@ def test_vae_quality_values_and_bounds(run):
     # batches of 4, 4 and 2: the estimate lies in [0, log 4] up to Monte Carlo error
     assert -0.1 <= quality["mutual_information"] <= math.log(4) + 0.1
     assert quality["mutual_information_batch_size"] == 4
+    # standard errors over sequences: positive for 10 different sequences, 0 for one
+    assert 0 < quality["nll_iw_se"] < abs(quality["nll_iw"]) and quality["elbo_se"] > 0
+    single = vae_quality.vae_quality(run, TEST[:1], iw_samples=3)
+    assert single["nll_iw_se"] == single["elbo_se"] == 0.0
 
 
 def test_vae_quality_is_seeded(run):
