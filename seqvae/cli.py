@@ -584,11 +584,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-fcd", action="store_true", help="skip FCD (it needs torch and fcd)")
     p.add_argument("--iw-samples", type=int, default=10,
                    help="samples per sequence of the importance-weighted NLL bound")
-    p.add_argument("--recon-molecules", type=int, default=300,
+    p.add_argument("--recon-molecules", type=int, default=100,
                    help="test molecules in the reconstruction protocol, 10 encodings x 10 "
-                        "decodings each (default 300; 0 skips it)")
-    p.add_argument("--quality-sequences", type=int, default=3000,
-                   help="test sequences for ELBO, IW-NLL, active units and MI (default 3000; 0 "
+                        "decodings each (default 100; 0 skips it)")
+    p.add_argument("--quality-sequences", type=int, default=1000,
+                   help="test sequences for ELBO, IW-NLL, active units and MI (default 1000; 0 "
                         "skips them)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 
 import pytest
 from conftest import SMILES
@@ -132,3 +133,27 @@ def test_evaluate_moses_run_uses_the_moses_splits(run, monkeypatch):
     assert results["generation"]["SNN/TestSF"] is not None
     assert results["generation"]["Novelty"] is not None
     assert results["vae_quality"]["sequences"] == 4
+
+
+def test_property_metrics_from_a_test_file_are_cached_and_equal_the_list_ones(run, tmp_path):
+    """With a property head, evaluate reports its R²/MAE on the held-out molecules; given as a
+    file, their RDKit values go to RUN/properties/ and are read from there the next time."""
+    import shutil
+
+    from seqvae.training.property_fit import fit_properties
+
+    copy = str(tmp_path / "run")
+    shutil.copytree(run.run_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    fit_properties(copy, "logp,qed", data=SMILES, limit=0, test=None, epochs=2)
+    test_file = tmp_path / "test.smi"
+    test_file.write_text("\n".join(TEST + UNENCODABLE) + "\n")
+    common = dict(n_samples=5, test_scaffolds=TEST[:6], train=SMILES, include_fcd=False,
+                  iw_samples=2, recon_molecules=0, quality_sequences=12, progress=None)
+    listed = ev.evaluate(copy, test=TEST + UNENCODABLE, **common)["properties"]
+    assert listed["molecules"] == len(TEST) and set(listed) >= {"logp R2", "qed MAE"}
+    assert not os.path.exists(os.path.join(copy, "properties"))  # a list is not cached
+    from_file = ev.evaluate(copy, test=str(test_file), **common)["properties"]
+    assert len(os.listdir(os.path.join(copy, "properties"))) == 1
+    assert ev.evaluate(copy, test=str(test_file), **common)["properties"] == from_file
+    for key, value in listed.items():
+        assert from_file[key] == pytest.approx(value, rel=1e-6), key
