@@ -482,6 +482,8 @@ def _add_prior_option(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from seqvae.config import EVALUATE_QUALITY_SEQUENCES, EVALUATE_RECON_MOLECULES
+
     parser = argparse.ArgumentParser(prog="seqvae", description=(
         "Variational autoencoders over token sequences (SMILES, SELFIES, proteins, text)."))
     sub = parser.add_subparsers(dest="command", required=True)
@@ -584,12 +586,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-fcd", action="store_true", help="skip FCD (it needs torch and fcd)")
     p.add_argument("--iw-samples", type=int, default=10,
                    help="samples per sequence of the importance-weighted NLL bound")
-    p.add_argument("--recon-molecules", type=int, default=100,
+    p.add_argument("--recon-molecules", type=int, default=EVALUATE_RECON_MOLECULES,
                    help="test molecules in the reconstruction protocol, 10 encodings x 10 "
-                        "decodings each (default 100; 0 skips it)")
-    p.add_argument("--quality-sequences", type=int, default=1000,
-                   help="test sequences for ELBO, IW-NLL, active units and MI (default 1000; 0 "
-                        "skips them)")
+                        "decodings each (default %(default)s; 0 skips it)")
+    p.add_argument("--quality-sequences", type=int, default=EVALUATE_QUALITY_SEQUENCES,
+                   help="test sequences for ELBO, IW-NLL, active units and MI (default "
+                        "%(default)s; 0 skips them)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

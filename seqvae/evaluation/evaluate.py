@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from seqvae import inference
+from seqvae.config import EVALUATE_QUALITY_SEQUENCES, EVALUATE_RECON_MOLECULES
 from seqvae.data import chemistry
 from seqvae.data.preparation import encode_texts
 from seqvae.data.sources import read_sequences
@@ -23,12 +24,6 @@ from seqvae.evaluation import moses_metrics
 from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
 from seqvae.evaluation.vae_quality import posterior_and_bounds
 from seqvae.training.rundir import Run, load_run
-
-
-# Defaults sized so that the model-dependent parts of an evaluation take about a minute on 2 CPU
-# cores for a demo-size model, with their standard errors reported beside them.
-RECON_MOLECULES = 100
-QUALITY_SEQUENCES = 1000
 
 
 def print_to_stderr(line: str) -> None:
@@ -91,8 +86,8 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
 
 
 def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=None, train=None,
-             include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = RECON_MOLECULES,
-             quality_sequences: int = QUALITY_SEQUENCES, seed: int = 0, grammar: bool = True,
+             include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = EVALUATE_RECON_MOLECULES,
+             quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0, grammar: bool = True,
              prior: str = "standard", progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
