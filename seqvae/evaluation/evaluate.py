@@ -86,9 +86,11 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
 
 
 def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=None, train=None,
-             include_fcd: bool = True, iw_samples: int = 10, recon_molecules: int = EVALUATE_RECON_MOLECULES,
-             quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0, grammar: bool = True,
-             prior: str = "standard", progress: Callable[[str], None] | None = print_to_stderr) -> dict:
+             include_fcd: bool = True, iw_samples: int = 10,
+             recon_molecules: int = EVALUATE_RECON_MOLECULES,
+             quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0,
+             grammar: bool = True, prior: str = "standard",
+             progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
     References: a run trained on MOSES (``run.json`` ``data_source`` ``moses:...``) defaults to
@@ -187,9 +189,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
                                    if key in ("valid_intermediates", "distinct_per_path")})
     walls["reconstruction"] = time.monotonic() - tick
     tick = time.monotonic()
-    held_out_source = test if isinstance(test, str) else "moses:test" if (
-        test is None and moses_run) else None
-    properties = _property_metrics(run, held_out, report, notes, held_out_source,
+    properties = _property_metrics(run, held_out, report, notes, sets["held_out_source"],
                                    max(quality_sequences, recon_molecules))
     walls["properties"] = time.monotonic() - tick
     walls["total"] = time.monotonic() - started
@@ -232,7 +232,8 @@ def _property_metrics(run: Run, held_out: list[str], report, notes: list[str],
 
 
 def _reference_sets(run: Run, test, test_scaffolds, train, moses_run: bool) -> tuple[dict, dict]:
-    """The references for ``_generation_metrics``, the held-out texts, and their descriptions.
+    """The references for ``_generation_metrics``, the held-out texts (and their source when it
+    is a path or a MOSES split, else None), and their descriptions.
 
     A set not given is ``"default"`` (MOSES's own split) for a MOSES run, None otherwise.
     """
@@ -242,8 +243,9 @@ def _reference_sets(run: Run, test, test_scaffolds, train, moses_run: bool) -> t
     if sets["train"] is not None and run.codec.molecules:
         sets["train"] = chemistry.remove_invalid(sets["train"], canonize=True)
     held_out = sets["test"]
+    held_out_source = test if isinstance(test, str) else None  # a path or moses:SPLIT
     if held_out is None and moses_run:
-        held_out = read_sequences("moses:test").texts
+        held_out, held_out_source = read_sequences("moses:test").texts, "moses:test"
     references = {}
     for name, texts in sets.items():
         if texts is None:
@@ -255,4 +257,4 @@ def _reference_sets(run: Run, test, test_scaffolds, train, moses_run: bool) -> t
     sets = {name: default if texts is None else texts for name, texts in sets.items()}
     if isinstance(sets["train"], list):
         sets["train"] = set(sets["train"])
-    return {**sets, "held_out": held_out}, references
+    return {**sets, "held_out": held_out, "held_out_source": held_out_source}, references

@@ -22,12 +22,12 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
     Each of the first ``n_molecules`` sequences is encoded ``n_encodings`` times
     (``z ~ q(z|x)``) and each z decoded ``n_decodings`` times by sampling at temperature 1.
     ``reconstruction`` is the fraction of all these decodings equal to the input: same canonical
-    SMILES for SMILES and SELFIES runs, same text otherwise. ``reconstructed_at_least_once`` is
-    the fraction of inputs that came back in any decoding (``reconstruction_se``: the standard
-    error of ``reconstruction`` over molecules, the decodings of one molecule being correlated), ``valid_decodings`` the fraction of
-    decodings that are valid molecules (molecule runs only). ``exact_match_mean_z``,
-    ``token_accuracy_mean_z`` and ``sequence_accuracy_mean_z`` are ``inference.reconstruct``'s
-    greedy decoding from the mean.
+    SMILES for SMILES and SELFIES runs, same text otherwise; ``reconstruction_se`` is its
+    standard error over molecules (the decodings of one molecule are correlated).
+    ``reconstructed_at_least_once`` is the fraction of inputs that came back in any decoding,
+    ``valid_decodings`` the fraction of decodings that are valid molecules (molecule runs only).
+    ``exact_match_mean_z``, ``token_accuracy_mean_z`` and ``sequence_accuracy_mean_z`` are
+    ``inference.reconstruct``'s greedy decoding from the mean.
 
     Args:
       run: a loaded run.

@@ -34,7 +34,7 @@ def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
 
 
 def standard_error(values: np.ndarray) -> float:
-    """The standard error of the mean of ``values`` (one per sequence); 0 for one value."""
+    """The standard error of the mean of ``values`` (one per sequence or molecule); 0 for one."""
     return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
