@@ -48,6 +48,15 @@ def run_weights(run_dir, checkpoint=None) -> list:
     return [v.numpy() for v in load_run(str(run_dir), checkpoint).model.weights]
 
 
+def copy_run(run_dir, destination) -> str:
+    """Copies a run directory to ``destination`` (a new folder), leaving out its training
+    lock; the copy's path."""
+    import shutil
+
+    shutil.copytree(run_dir, destination, ignore=shutil.ignore_patterns(".lock"))
+    return str(destination)
+
+
 @pytest.fixture
 def smiles():
     return list(SMILES)
@@ -77,13 +86,9 @@ HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1
 def run(tiny_run_dir, tmp_path_factory):
     """A copy of the session's tiny run (20 steps on SMILES) for each test module, loaded: a
     module may write into it (property heads, priors, reports) without the others seeing it."""
-    import shutil
-
     from seqvae.training.rundir import load_run
 
-    copy = tmp_path_factory.mktemp("run") / "run"
-    shutil.copytree(tiny_run_dir, copy, ignore=shutil.ignore_patterns(".lock"))
-    return load_run(str(copy))
+    return load_run(copy_run(tiny_run_dir, tmp_path_factory.mktemp("run") / "run"))
 
 
 @contextlib.contextmanager

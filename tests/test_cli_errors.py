@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import copy_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -236,7 +237,7 @@ def test_foreign_dir(tmp_path, index):
 
 def corrupted_copy(run_dir, tmp_path, name, content):
     copy = tmp_path / "copy"
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    copy_run(run_dir, copy)
     if content is None:
         shutil.rmtree(copy / name)
     elif callable(content):  # edits the JSON object in the file

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from conftest import SMILES
+from conftest import SMILES, copy_run
 
 from seqvae import inference
 from seqvae.data.sources import Sequences
@@ -138,12 +138,9 @@ def test_evaluate_moses_run_uses_the_moses_splits(run, monkeypatch):
 def test_property_metrics_from_a_test_file_are_cached_and_equal_the_list_ones(run, tmp_path):
     """With a property head, evaluate reports its R²/MAE on the held-out molecules; given as a
     file, their RDKit values go to RUN/properties/ and are read from there the next time."""
-    import shutil
-
     from seqvae.training.property_fit import fit_properties
 
-    copy = str(tmp_path / "run")
-    shutil.copytree(run.run_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    copy = copy_run(run.run_dir, tmp_path / "run")
     fit_properties(copy, "logp,qed", data=SMILES, limit=0, test=None, epochs=2)
     test_file = tmp_path / "test.smi"
     test_file.write_text("\n".join(TEST + UNENCODABLE) + "\n")

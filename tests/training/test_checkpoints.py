@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import SMILES, file_size_limit, run_weights, tiny_config
+from conftest import SMILES, copy_run, file_size_limit, run_weights, tiny_config
 
 from seqvae.errors import SeqvaeError
 from seqvae.training.checkpoints import candidates, checkpoint_step
@@ -36,9 +36,7 @@ def pristine(tmp_path_factory):
 
 
 def _copy(pristine, tmp_path) -> str:
-    copy = str(tmp_path / "copy")
-    shutil.copytree(pristine, copy, ignore=shutil.ignore_patterns(".lock"))
-    return copy
+    return copy_run(pristine, tmp_path / "copy")
 
 
 def _data_file(prefix):

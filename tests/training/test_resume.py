@@ -24,8 +24,6 @@ from seqvae.files import read_jsonl
 from seqvae.training.loop import train
 
 
-
-
 def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path, smiles):
     config = with_train(tiny_config(decoder_dropout=0.1), epochs=3, checkpoint_every=3,
                         word_dropout=0.1)
