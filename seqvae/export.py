@@ -69,11 +69,13 @@ class ExportModule(tf.Module):
         tokens = run.vocab.tokens
         self.tokens = tf.constant(tokens)
         self.table = lookup_table(run.vocab)
-        self.encode = tf.function(self._encode, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.encode = tf.function(self._encode, input_signature=[tf.TensorSpec([None], tf.string)],
+                                  autograph=False)
         self.decode = tf.function(self._decode, input_signature=[
-            tf.TensorSpec([None, self.latent_dim], tf.float32)])
+            tf.TensorSpec([None, self.latent_dim], tf.float32)], autograph=False)
         self.sample = tf.function(self._sample, input_signature=[
-            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)])
+            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)],
+            autograph=False)
 
     def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
         tokens = graph_tokenize(sequences, self.tokenizer)

@@ -50,7 +50,7 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     def build():
         mask = run.grammar if masked else None
 
-        @tf.function(reduce_retracing=True)
+        @tf.function(reduce_retracing=True, autograph=False)
         def decode_ids(z, seed, temperature=temperature):
             return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                           temperature=temperature, top_k=top_k, seed=seed,
@@ -65,7 +65,8 @@ def compiled_encoder(run: Run):
     """``ids (B, T) -> (z_mean, z_log_var)``, each ``(B, latent_dim)``, traced once per shape."""
     model = run.model
     return _cached(run, ("encoder",), lambda: tf.function(
-        lambda batch: model.encoder(batch, training=False), reduce_retracing=True))
+        lambda batch: model.encoder(batch, training=False), reduce_retracing=True,
+        autograph=False))
 
 
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,

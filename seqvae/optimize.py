@@ -87,7 +87,7 @@ def gradient_of(predict: Callable) -> Callable:
     (``ascent_paths``'s; the explorer keeps one, so that its requests do not trace)."""
     import tensorflow as tf
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def gradient(z, *args):
         with tf.GradientTape() as tape:
             tape.watch(z)

@@ -72,7 +72,7 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
     eps_spec = tf.TensorSpec([None, None, latent_dim], tf.float32)
     posterior = inference.compiled_encoder(run)
 
-    @tf.function(input_signature=[id_spec, z_spec, z_spec, eps_spec])
+    @tf.function(input_signature=[id_spec, z_spec, z_spec, eps_spec], autograph=False)
     def log_terms(ids, mean, log_var, eps):
         """-> log p(x|z) and log p(z) - log q(z|x), each (K, B), for the K draws
         z = mean + std * eps[k] (eps ``(K, B, L)``), decoded as one batch of K * B rows; the

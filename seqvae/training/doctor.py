@@ -88,8 +88,8 @@ def check_model_gradients(model, loss_fn, ids: tf.Tensor, executions=EXECUTIONS,
         return loss, tape.gradient(loss, variables)
 
     runners = {"eager": loss_and_gradients,
-               "tf.function": tf.function(loss_and_gradients),
-               "xla": tf.function(loss_and_gradients, jit_compile=True)}
+               "tf.function": tf.function(loss_and_gradients, autograph=False),
+               "xla": tf.function(loss_and_gradients, jit_compile=True, autograph=False)}
     reports, eager_loss = [], None
     step = tf.constant(1, tf.int64)
     for execution in executions:

@@ -114,14 +114,16 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         signature = [tf.TensorSpec([None, None], tf.int32)]  # one trace for every bucket shape
         if model.num_properties:  # and the property targets (B, P)
             signature.append(tf.TensorSpec([None, model.num_properties], tf.float32))
-        return tf.function(train_step, jit_compile=config.jit_compile, input_signature=signature)
+        return tf.function(train_step, jit_compile=config.jit_compile,
+                           input_signature=signature, autograph=False)
 
     # Several replicas: the optimizer's cross-replica update cannot sit inside a tf.cond in the
     # replica function, so the skip is decided between two compiled calls (the loop reads the
     # metrics after every step anyway). The counters advance only after the whole step.
-    compiled_gradients = tf.function(replica_gradients, jit_compile=config.jit_compile or None)
+    compiled_gradients = tf.function(replica_gradients, jit_compile=config.jit_compile or None,
+                                     autograph=False)
 
-    @tf.function
+    @tf.function(autograph=False)
     def distributed_gradients(ids):
         gradients, per_replica = strategy.run(compiled_gradients, args=(ids,))
         metrics = {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
@@ -129,7 +131,7 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         metrics["finite"] = metrics["finite"] / strategy.num_replicas_in_sync
         return gradients, metrics
 
-    @tf.function
+    @tf.function(autograph=False)
     def distributed_apply(gradients):
         # The identities place each gradient on its replica's device: a gradient that crossed
         # the function boundary as a plain tensor (one local replica, as on each multi-worker
@@ -137,7 +139,7 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
         strategy.run(lambda grads: optimizer.apply([tf.identity(g) for g in grads], variables),
                      args=(gradients,))
 
-    @tf.function
+    @tf.function(autograph=False)
     def advance():
         counters["step"].assign_add(1)
         counters["batch"].assign_add(1)
@@ -335,7 +337,7 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         lambda ids, step, targets=None: compute_losses(
             model, ids, step, tcfg, planned, training=False, grammar=grammar,
             max_len=source.max_len, targets=targets),
-        input_signature=eval_signature)
+        input_signature=eval_signature, autograph=False)
     trackers = {name: keras.metrics.Mean(name=name) for name in
                 ("loss", "recon", "kl", "kl_weight") + (("property",) if properties else ())}
     writer = tf.summary.create_file_writer(os.path.join(run_dir, "tensorboard"))

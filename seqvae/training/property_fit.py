@@ -131,7 +131,7 @@ def fit_head(z: np.ndarray, values: np.ndarray, depth: int = 3, width: int = 67,
     head = PropertyHead(values.shape[1], depth, width).build_weights(z.shape[1])
     optimizer = keras.optimizers.Adam(learning_rate)
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def step(zb, yb):
         with tf.GradientTape() as tape:
             loss = property_loss(yb, head(zb, training=True))
