@@ -19,10 +19,10 @@ from seqvae.config import ModelConfig
 from seqvae.data.vocabulary import BOS_ID
 from seqvae.model import randomness
 from seqvae.model.gru import GRU, matmul_last_axis
-from seqvae.model.layers import as_features, set_layers, stateless_dropout
+from seqvae.model.layers import BuiltOnFirstCall, as_features, set_layers, stateless_dropout
 
 
-class Decoder(keras.Model):
+class Decoder(BuiltOnFirstCall, keras.Model):
     """Stacked GRU decoder: ``z (B, L)`` (+ decoder inputs) -> logits ``(B, T, V)``.
 
     Input modes (``config.decoder_input``):

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from seqvae.config import ModelConfig
 from seqvae.model.gru import GRU
-from seqvae.model.layers import as_features, sequence_mask, set_layers
+from seqvae.model.layers import BuiltOnFirstCall, as_features, sequence_mask, set_layers
 
 
-class Encoder(keras.Model):
+class Encoder(BuiltOnFirstCall, keras.Model):
     """Maps a sequence to the parameters of ``q(z | x)``: ``(z_mean, z_log_var)``, each ``(B, L)``.
 
     Inputs are int ids ``(B, T)`` (``<pad>`` = 0 marks the end) or one-hot floats ``(B, T, V)``

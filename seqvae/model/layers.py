@@ -1,5 +1,6 @@
 """Small pieces the encoder and the decoder share: token features, padding masks, seeded
-dropout, and attaching lists of layers so that checkpoints see them."""
+dropout, attaching lists of layers so that checkpoints see them, and building models on their first
+call."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ import tensorflow as tf
 from seqvae.data.vocabulary import PAD_ID
 from seqvae.model import randomness
 from seqvae.model.gru import matmul_last_axis
+
+
+class BuiltOnFirstCall:
+    """Mixin for seqvae's ``keras.Model`` subclasses: the model counts as built when first called,
+    and its layers create their variables as that call reaches them.
+
+    Keras builds a model that has no ``build`` of its own by first tracing ``call`` on symbolic
+    inputs (``compute_output_spec``), then running it: for the VAE a second trace of the whole
+    decoder loop, nested once per sub-model, about a second of every ``load_run`` and ``train``.
+    """
+
+    def build(self, input_shape=None):
+        self.built = True
 
 
 def stateless_dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, training: bool) -> tf.Tensor:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from seqvae.model.layers import set_layers
+from seqvae.model.layers import BuiltOnFirstCall, set_layers
 
 
-class PropertyHead(keras.Model):
+class PropertyHead(BuiltOnFirstCall, keras.Model):
     """``z (B, L) -> standardised properties (B, P)``: ``depth`` tanh layers of ``width`` units
     and a linear output layer (the chemical VAE's predictor: depth 3, width 67)."""
 

@@ -15,6 +15,7 @@ from seqvae.data.vocabulary import BOS_ID, PAD_ID
 from seqvae.model import randomness
 from seqvae.model.decoder import Decoder
 from seqvae.model.encoder import Encoder
+from seqvae.model.layers import BuiltOnFirstCall
 from seqvae.model.property_head import PropertyHead
 
 
@@ -30,7 +31,7 @@ def precision_policy(precision: str = "float32"):
         keras.config.set_dtype_policy(previous)
 
 
-class SequenceVAE(keras.Model):
+class SequenceVAE(BuiltOnFirstCall, keras.Model):
     """Encoder model + reparametrization + decoder model.
 
     ``call(ids)`` with ids ``(B, T)`` (tokens, ``<eos>``, then ``<pad>``) returns a dict with

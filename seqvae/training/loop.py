@@ -123,7 +123,7 @@ def make_train_step(model: SequenceVAE, optimizer: keras.optimizers.Optimizer,
     compiled_gradients = tf.function(replica_gradients, jit_compile=config.jit_compile or None,
                                      autograph=False)
 
-    @tf.function(autograph=False)
+    @tf.function(autograph=False, reduce_retracing=True)  # one trace for most batch lengths
     def distributed_gradients(ids):
         gradients, per_replica = strategy.run(compiled_gradients, args=(ids,))
         metrics = {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
