@@ -7,6 +7,7 @@ with ``--no-deps`` (its own requirements pull in torch), which seqvae's pyprojec
 
 from __future__ import annotations
 
+import gzip
 import os
 
 from seqvae.errors import SeqvaeError
@@ -57,3 +58,30 @@ def moses_split_file(split: str) -> str:
         raise SeqvaeError(f"unknown MOSES split {split[:80]!r} "  # repr: one line whatever it holds
                           f"(choose {', '.join(MOSES_SPLITS)})")
     return moses_file("dataset", "data", f"{split}.csv.gz")
+
+
+def read_split(split: str) -> tuple[list[str], list[int]]:
+    """The SMILES of a MOSES split and the file line of each, in file order.
+
+    MOSES's split files hold one unquoted ``SMILES`` column, so they are read as plain lines: the
+    1.58 M lines of ``train`` in about a second, several times faster than a CSV reader.
+
+    Raises:
+        SeqvaeError: molsets is not installed, or the file is not a MOSES split.
+    """
+    path = moses_split_file(split)
+    try:
+        with gzip.open(path, "rb") as handle:
+            lines = handle.read().decode("utf-8").split("\n")
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise SeqvaeError(f"{path}: cannot read ({error}); reinstall molsets: {MOSES_HINT}") from None
+    if lines[0].strip() != "SMILES" or any("," in line or '"' in line for line in lines[1:2]):
+        raise SeqvaeError(f"{path}:1: not a MOSES split (expected one SMILES column); "
+                          f"reinstall molsets: {MOSES_HINT}")
+    texts, numbers = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        line = line.strip()
+        if line:
+            texts.append(line)
+            numbers.append(number)
+    return texts, numbers

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seqvae.data.moses import moses_split_file
+from seqvae.data.moses import moses_split_file, read_split
 from seqvae.errors import SeqvaeError
 
 
@@ -51,9 +51,8 @@ def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
         return Sequences(texts, list(range(1, len(texts) + 1)), "list")
     source = os.fspath(source)
     if source.startswith("moses:"):
-        path = moses_split_file(source.split(":", 1)[1])
-        seqs = _read_table(path, "SMILES", limit, delimiter=",")
-        return Sequences(seqs.texts, seqs.line_numbers, source)
+        texts, numbers = read_split(source.split(":", 1)[1])
+        return Sequences(texts[: limit or None], numbers[: limit or None], source)
     _check_data_file(source)
     name = source[:-3] if source.endswith(".gz") else source
     if name.endswith(".npy"):

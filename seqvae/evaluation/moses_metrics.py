@@ -54,19 +54,26 @@ class MissingExtraError(SeqvaeError):
 # --- molecules ----------------------------------------------------------------------------------
 
 
+MOLECULE_PARTS = ("fingerprints", "fragments", "scaffolds", "filters", "properties")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Molecules:
-    """Distinct valid molecules of a list, with how often each occurred."""
+    """Distinct valid molecules of a list, with how often each occurred and what the metrics
+    need of each (``_molecule_features``)."""
 
-    mols: list[Mol]  # one RDKit Mol per distinct canonical SMILES, in first-seen order
+    smiles: list[str]  # per distinct canonical SMILES, its first occurrence as given
     counts: np.ndarray  # (U,) float64 occurrences of each
     invalid: int  # entries that did not parse
+    features: dict  # the MOLECULE_PARTS computed: part -> one value per molecule
 
 
-def _distinct(smiles: Iterable[str]) -> _Molecules:
+def _distinct(smiles: Iterable[str], parts: Sequence[str] = (), progress: Progress = None
+              ) -> _Molecules:
+    """The distinct valid molecules of ``smiles`` and their ``parts`` (on every core for many)."""
     from rdkit import Chem, rdBase
 
-    first: dict[str, Mol] = {}
+    first: dict[str, str] = {}
     counts: Counter = Counter()
     invalid = 0
     with rdBase.BlockLogs():
@@ -76,9 +83,48 @@ def _distinct(smiles: Iterable[str]) -> _Molecules:
                 invalid += 1
                 continue
             key = Chem.MolToSmiles(mol)
-            first.setdefault(key, mol)
+            first.setdefault(key, item)
             counts[key] += 1
-    return _Molecules(list(first.values()), np.array([counts[k] for k in first], float), invalid)
+    distinct = list(first.values())
+    features: dict[str, Any] = {}
+    if parts:
+        chunks = _map_chunks(functools.partial(_molecule_features, parts=tuple(parts)), distinct,
+                             progress or (lambda line: None), "generated", _PARALLEL_MIN_GEN)
+        for part in parts:
+            if part == "fingerprints":
+                features[part] = np.concatenate([c[part] for c in chunks])
+            elif part == "properties":
+                features[part] = {name: np.concatenate([c[part][name] for c in chunks])
+                                  for name in PROPERTY_NAMES}
+            else:
+                features[part] = [value for c in chunks for value in c[part]]
+    return _Molecules(distinct, np.array([counts[k] for k in first], float), invalid, features)
+
+
+def _molecule_features(smiles: Sequence[str], parts: tuple[str, ...]) -> dict:
+    """Of each molecule of ``smiles`` (valid SMILES), the ``parts`` asked for: ``fingerprints``
+    (N, 128) packed bits, ``fragments`` (a list each), ``scaffolds`` (str or None each),
+    ``filters`` (N,) bool (``passes_filters``), ``properties`` {PROPERTY_NAMES: (N,)}.
+
+    Runs in worker processes too, so it takes and returns only plain picklable values.
+    """
+    from rdkit import rdBase
+
+    features: dict[str, Any] = {}
+    with rdBase.BlockLogs():
+        mols = [to_mol(s) for s in smiles]
+        if "fingerprints" in parts:
+            features["fingerprints"] = _fingerprints(mols)
+        if "fragments" in parts:
+            features["fragments"] = [_fragments(mol) for mol in mols]
+        if "scaffolds" in parts:
+            features["scaffolds"] = [_scaffold(mol) for mol in mols]
+        if "filters" in parts:
+            features["filters"] = np.array([passes_filters(mol) for mol in mols], bool)
+        if "properties" in parts:
+            features["properties"] = {name: np.array([function(mol) for mol in mols], float)
+                                      for name, function in _property_functions().items()}
+    return features
 
 
 # --- fingerprints and Tanimoto ------------------------------------------------------------------
@@ -186,7 +232,8 @@ def _cosine(ref_counts: dict, gen_counts: dict) -> float:
 # --- reference statistics -----------------------------------------------------------------------
 
 PROPERTY_NAMES = ("logP", "SA", "QED", "weight")  # MOSES's names, in get_all_metrics's order
-_PARALLEL_MIN = 20000  # molecules below which worker processes cost more than they save
+_PARALLEL_MIN = 20000  # reference molecules below which worker processes cost more than they save
+_PARALLEL_MIN_GEN = 1000  # the same for generated molecules (filters, properties: ms each)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -242,30 +289,32 @@ def _worker_count() -> int:
         return os.cpu_count() or 1
 
 
-def _map_chunks(smiles: list[str], report: Callable[[str], None], **parts: bool) -> list[dict]:
-    """``_reference_features`` over chunks of ``smiles``, on every core when the set is large.
+def _map_chunks(function: Callable[[list[str]], dict], smiles: list[str],
+                report: Callable[[str], None], label: str, parallel_min: int) -> list[dict]:
+    """``function`` over chunks of ``smiles``, in order, on every core when there are at least
+    ``parallel_min`` of them.
 
     Workers are spawned, not forked: the caller may hold TensorFlow's threads, which a fork would
     copy in whatever state they are in.
     """
-    workers = _worker_count() if len(smiles) >= _PARALLEL_MIN else 1
-    chunk = max(1000, min(20000, -(-len(smiles) // (workers * 4))))
+    workers = _worker_count() if len(smiles) >= parallel_min else 1
+    chunk = max(250, min(20000, -(-len(smiles) // (workers * 4))))
     chunks = [smiles[start:start + chunk] for start in range(0, len(smiles), chunk)] or [[]]
     results, done = [], 0
     if workers == 1:
         pool = None
-        mapped = (_reference_features(c, **parts) for c in chunks)
+        mapped = map(function, chunks)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        mapped = pool.map(functools.partial(_reference_features, **parts), chunks)
+        mapped = pool.map(function, chunks)
     try:
         for source, features in zip(chunks, mapped):
             results.append(features)
             done += len(source)
-            report(f"reference: {done}/{len(smiles)} molecules ({workers} processes)")
+            report(f"{label}: {done}/{len(smiles)} molecules ({workers} processes)")
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -384,7 +433,9 @@ def _compute_parts(ref: list[str], stats: ReferenceStats | None, base: bool, pro
                    fcd: bool, report: Callable[[str], None]) -> ReferenceStats:
     """``stats`` (None: nothing yet) completed with the parts asked for."""
     if base or properties or fcd:
-        chunks = _map_chunks(ref, report, base=base, properties=properties, canonical=fcd)
+        features = functools.partial(_reference_features, base=base, properties=properties,
+                                     canonical=fcd)
+        chunks = _map_chunks(features, ref, report, "reference", _PARALLEL_MIN)
     if base:
         bits = [c["fingerprints"] for c in chunks]
         fragments, scaffolds = Counter(), Counter()
@@ -486,13 +537,13 @@ def internal_diversity(gen: Sequence[str], p: int = 1) -> float:
     molecules G (duplicates and the pair x = y included), with T the Tanimoto similarity of Morgan
     r=2 1024-bit fingerprints. p=1 is MOSES's IntDiv, p=2 its IntDiv2. nan if G is empty.
     """
-    return _internal_diversity(_distinct(gen), p)
+    return _internal_diversity(_distinct(gen, ("fingerprints",)), p)
 
 
 def _internal_diversity(molecules: _Molecules, p: int) -> float:
-    if not molecules.mols:
+    if not molecules.smiles:
         return math.nan
-    bits = _fingerprints(molecules.mols)
+    bits = molecules.features["fingerprints"]
     weights = molecules.counts / molecules.counts.sum()
     per_molecule = _aggregate_tanimoto(bits, bits, agg="mean", p=p, ref_weights=weights)
     return float(1 - per_molecule @ weights)
@@ -528,17 +579,14 @@ def fraction_passes_filters(gen: Sequence[str]) -> float:
 
     nan for an empty list.
     """
-    return _fraction_passes_filters(_distinct(gen))
+    return _fraction_passes_filters(_distinct(gen, ("filters",)))
 
 
 def _fraction_passes_filters(molecules: _Molecules) -> float:
-    from rdkit import rdBase
-
     total = molecules.counts.sum() + molecules.invalid
     if not total:
         return math.nan
-    with rdBase.BlockLogs():
-        passed = np.array([passes_filters(mol) for mol in molecules.mols], float)
+    passed = np.asarray(molecules.features["filters"], float)
     return float(passed @ molecules.counts / total)
 
 
@@ -546,13 +594,13 @@ def snn(gen: Sequence[str], ref: Sequence[str] | ReferenceStats) -> float:
     """SNN: mean over the valid molecules of ``gen`` of the Tanimoto similarity to the nearest
     molecule of ``ref`` (Morgan r=2 1024-bit fingerprints). nan if either has no valid molecule.
     """
-    return _snn(_distinct(gen), _as_reference(ref))
+    return _snn(_distinct(gen, ("fingerprints",)), _as_reference(ref))
 
 
 def _snn(molecules: _Molecules, ref: ReferenceStats) -> float:
-    if not molecules.mols or not ref.size:
+    if not molecules.smiles or not ref.size:
         return math.nan
-    nearest = _aggregate_tanimoto(_fingerprints(molecules.mols), ref.fingerprints, agg="max")
+    nearest = _aggregate_tanimoto(molecules.features["fingerprints"], ref.fingerprints, agg="max")
     return float(nearest @ molecules.counts / molecules.counts.sum())
 
 
@@ -562,11 +610,11 @@ def frag_similarity(gen: Sequence[str], ref: Sequence[str] | ReferenceStats) -> 
     Each valid molecule is cut on its BRICS bonds (``FragmentOnBRICSBonds``) and every fragment's
     canonical SMILES (dummy atoms included) is counted over the set. nan if either count is empty.
     """
-    return _frag_similarity(_distinct(gen), _as_reference(ref))
+    return _frag_similarity(_distinct(gen, ("fragments",)), _as_reference(ref))
 
 
 def _frag_similarity(molecules: _Molecules, ref: ReferenceStats) -> float:
-    return _cosine(ref.fragments, _count(map(_fragments, molecules.mols), molecules.counts))
+    return _cosine(ref.fragments, _count(molecules.features["fragments"], molecules.counts))
 
 
 def scaffold_similarity(gen: Sequence[str], ref: Sequence[str] | ReferenceStats) -> float:
@@ -575,11 +623,11 @@ def scaffold_similarity(gen: Sequence[str], ref: Sequence[str] | ReferenceStats)
     Scaffolds with fewer than 2 rings (and acyclic molecules) are not counted. nan if either
     count is empty.
     """
-    return _scaffold_similarity(_distinct(gen), _as_reference(ref))
+    return _scaffold_similarity(_distinct(gen, ("scaffolds",)), _as_reference(ref))
 
 
 def _scaffold_similarity(molecules: _Molecules, ref: ReferenceStats) -> float:
-    scaffolds = ([s] if s is not None else [] for s in map(_scaffold, molecules.mols))
+    scaffolds = ([s] if s is not None else [] for s in molecules.features["scaffolds"])
     return _cosine(ref.scaffolds, _count(scaffolds, molecules.counts))
 
 
@@ -692,20 +740,14 @@ def property_distance(gen: Sequence[str], ref: Sequence[str] | ReferenceStats, n
     """
     if name not in PROPERTY_NAMES:
         raise SeqvaeError(f"unknown property {name!r} (choose {', '.join(PROPERTY_NAMES)})")
-    molecules = _distinct(gen)
-    return _property_distance(_gen_properties(molecules)[name], molecules,
+    molecules = _distinct(gen, ("properties",))
+    return _property_distance(molecules.features["properties"][name], molecules,
                               _as_reference(ref, include_properties=True), name)
-
-
-def _gen_properties(molecules: _Molecules) -> dict[str, np.ndarray]:
-    """PROPERTY_NAMES -> (U,) values of each distinct molecule."""
-    return {name: np.array([function(mol) for mol in molecules.mols], float)
-            for name, function in _property_functions().items()}
 
 
 def _property_distance(values: np.ndarray, molecules: _Molecules, ref: ReferenceStats,
                        name: str) -> float:
-    if not molecules.mols or not ref.size:
+    if not molecules.smiles or not ref.size:
         return math.nan
     return wasserstein_1(values, ref.properties[name], molecules.counts)
 
@@ -865,7 +907,8 @@ def moses_metrics(
         if len(canonical) < size:
             notes.append(f"unique@{size}: only {len(canonical)} valid molecules, all of them used")
         metrics[f"unique@{size}"] = _unique_fraction(canonical[:size])
-    molecules = _distinct(valid)
+    report("fingerprints, fragments, scaffolds, filters and properties of the valid molecules")
+    molecules = _distinct(valid, MOLECULE_PARTS, progress)
     if include_fcd:
         report("ChemNet activations of the generated molecules")
         gen_chemnet = _chemnet_statistics([s for s in canonical if s is not None])
@@ -912,6 +955,6 @@ def moses_metrics(
                      "properties; build it with reference_stats(..., include_properties=True)")
         metrics.update(dict.fromkeys(PROPERTY_NAMES))
     else:
-        for prop, values in _gen_properties(molecules).items():
+        for prop, values in molecules.features["properties"].items():
             metrics[prop] = _property_distance(values, molecules, test_stats, prop)
     return metrics

@@ -262,6 +262,25 @@ def test_moses_metrics_on_tiny_sets():
     assert set(result) == expected
 
 
+def test_generated_molecules_on_every_core_give_the_serial_values(monkeypatch):
+    """Many distinct generated molecules are fingerprinted, fragmented, filtered and scored in
+    worker processes: the metrics are exactly those of one process."""
+    gen = ["CCO", "OCC", "CCN", "c1ccccc1", "xx", "CCOC(=O)c1ccccc1", "c1ccc(Cc2ccccc2)cc1",
+           "O=C(O)c1ccccc1N", "CC(C)Cc1ccc(C(C)C(=O)O)cc1", "c1ccc2ccccc2c1"] * 3
+    test, test_sf, train = ["CCO", "c1ccccc1", "c1ccc2ccccc2c1N"], ["CCN", "c1ccncc1"], ["CCO"]
+    serial = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False)
+    monkeypatch.setattr(moses_metrics, "_PARALLEL_MIN_GEN", 1)
+    monkeypatch.setattr(moses_metrics, "_worker_count", lambda: 2)
+    lines = []
+    parallel = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False,
+                                           progress=lines.append)
+    assert "generated: 8/8 molecules (2 processes)" in lines  # 8 distinct valid ones
+    assert serial.keys() == parallel.keys()
+    for name, value in serial.items():
+        assert value == parallel[name] or (value is None and parallel[name] is None) or (
+            math.isnan(value) and math.isnan(parallel[name])), name
+
+
 def test_moses_metrics_with_no_valid_molecule():
     lines = []
     with warnings.catch_warnings():
