@@ -68,23 +68,26 @@ class _Molecules:
     features: dict  # the MOLECULE_PARTS computed: part -> one value per molecule
 
 
-def _distinct(smiles: Iterable[str], parts: Sequence[str] = (), progress: Progress = None
-              ) -> _Molecules:
-    """The distinct valid molecules of ``smiles`` and their ``parts`` (on every core for many)."""
-    from rdkit import Chem, rdBase
+def _distinct(smiles: Sequence[str], parts: Sequence[str] = (), progress: Progress = None,
+              keys: Sequence[str | None] | None = None) -> _Molecules:
+    """The distinct valid molecules of ``smiles`` and their ``parts`` (on every core for many).
 
+    ``keys``: the canonical SMILES of each entry (None: invalid), if already known.
+    """
+    from rdkit import rdBase
+
+    if keys is None:
+        with rdBase.BlockLogs():
+            keys = [canonical_smiles(item) for item in smiles]
     first: dict[str, str] = {}
     counts: Counter = Counter()
     invalid = 0
-    with rdBase.BlockLogs():
-        for item in smiles:
-            mol = to_mol(item)
-            if mol is None:
-                invalid += 1
-                continue
-            key = Chem.MolToSmiles(mol)
-            first.setdefault(key, item)
-            counts[key] += 1
+    for item, key in zip(smiles, keys):
+        if key is None:
+            invalid += 1
+            continue
+        first.setdefault(key, item)
+        counts[key] += 1
     distinct = list(first.values())
     features: dict[str, Any] = {}
     if parts:
@@ -292,7 +295,7 @@ def _worker_count() -> int:
 def _map_chunks(function: Callable[[list[str]], dict], smiles: list[str],
                 report: Callable[[str], None], label: str, parallel_min: int) -> list[dict]:
     """``function`` over chunks of ``smiles``, in order, on every core when there are at least
-    ``parallel_min`` of them.
+    ``parallel_min`` of them (in this process if worker processes cannot start).
 
     Workers are spawned, not forked: the caller may hold TensorFlow's threads, which a fork would
     copy in whatever state they are in.
@@ -300,23 +303,35 @@ def _map_chunks(function: Callable[[list[str]], dict], smiles: list[str],
     workers = _worker_count() if len(smiles) >= parallel_min else 1
     chunk = max(250, min(20000, -(-len(smiles) // (workers * 4))))
     chunks = [smiles[start:start + chunk] for start in range(0, len(smiles), chunk)] or [[]]
-    results, done = [], 0
-    if workers == 1:
-        pool = None
-        mapped = map(function, chunks)
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    if workers > 1:
+        from concurrent.futures.process import BrokenProcessPool
 
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        mapped = pool.map(function, chunks)
-    try:
-        for source, features in zip(chunks, mapped):
-            results.append(features)
-            done += len(source)
-            report(f"{label}: {done}/{len(smiles)} molecules ({workers} processes)")
-    finally:
-        if pool is not None:
+        try:
+            return _map_in_processes(function, chunks, workers, report, label)
+        except BrokenProcessPool:
+            report(f"{label}: worker processes could not start (a script that calls seqvae needs "
+                   "an `if __name__ == '__main__':` guard to use them); one process instead")
+    results, done, total = [], 0, sum(map(len, chunks))
+    for source in chunks:
+        results.append(function(source))
+        done += len(source)
+        report(f"{label}: {done}/{total} molecules (1 process)")
+    return results
+
+
+def _map_in_processes(function: Callable[[list[str]], dict], chunks: list[list[str]],
+                      workers: int, report: Callable[[str], None], label: str) -> list[dict]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    results, done, total = [], 0, sum(map(len, chunks))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            for source, features in zip(chunks, pool.map(function, chunks)):
+                results.append(features)
+                done += len(source)
+                report(f"{label}: {done}/{total} molecules ({workers} processes)")
+        finally:
             pool.shutdown(cancel_futures=True)
     return results
 
@@ -657,6 +672,13 @@ def _chemnet_statistics(smiles: Sequence[str]) -> tuple[np.ndarray | None, np.nd
     return activations.mean(0), np.cov(activations.T)
 
 
+# What defines the cached reference statistics: ``reference_cache`` hashes the source of these
+# (and all of ``seqvae.data.chemistry``) into its keys, so changing any of them recomputes the
+# statistics, while a change to the metrics' own arithmetic keeps the cache.
+STATISTICS_CODE = (_reference_features, _fingerprints, _fragments, _scaffold, _property_functions,
+                   _base_arrays, _base_from_arrays, _chemnet_statistics)
+
+
 def fcd(gen: Sequence[str], ref: Sequence[str] | ReferenceStats) -> float:
     """FCD: Frechet distance between Gaussians fitted to ChemNet activations of gen and ref.
 
@@ -899,8 +921,8 @@ def moses_metrics(
         notes.append("FCD not computed: include_fcd=False")
 
     report(f"validity of {len(gen)} generated SMILES")
-    metrics["valid"] = fraction_valid(gen)
-    valid = remove_invalid(gen, canonize=True)
+    valid = remove_invalid(gen, canonize=True)  # what fraction_valid counts, parsed once
+    metrics["valid"] = 1 - (len(gen) - len(valid)) / len(gen) if gen else math.nan  # as MOSES
     with rdBase.BlockLogs():
         canonical = [canonical_smiles(s) for s in valid]  # MOSES canonicalizes a second time
     for size in k:
@@ -908,7 +930,7 @@ def moses_metrics(
             notes.append(f"unique@{size}: only {len(canonical)} valid molecules, all of them used")
         metrics[f"unique@{size}"] = _unique_fraction(canonical[:size])
     report("fingerprints, fragments, scaffolds, filters and properties of the valid molecules")
-    molecules = _distinct(valid, MOLECULE_PARTS, progress)
+    molecules = _distinct(valid, MOLECULE_PARTS, progress, keys=canonical)
     if include_fcd:
         report("ChemNet activations of the generated molecules")
         gen_chemnet = _chemnet_statistics([s for s in canonical if s is not None])

@@ -12,8 +12,9 @@ processes. Layout::
 
 ``CACHE_DIR`` is ``$SEQVAE_CACHE_DIR``, else ``$XDG_CACHE_HOME/seqvae``, else ``~/.cache/seqvae``.
 ``KEY`` hashes the reference's content together with the code that computes the statistics (the
-bytes of ``moses_metrics.py`` and ``chemistry.py``), the RDKit version and this file format, so
-changing either the set or the metric code gives a new key, never a stale hit.
+source of the functions in ``moses_metrics.STATISTICS_CODE`` and the bytes of ``chemistry.py``),
+the RDKit version and this file format, so changing either the set or that code gives a new key,
+never a stale hit.
 
 Each part is a plain ``.npz`` of numeric arrays (strings are stored as UTF-8 bytes), loaded with
 ``allow_pickle=False``: a cache file can hold no code. Parts are written atomically (temporary file,
@@ -48,16 +49,23 @@ def cache_dir() -> str:
 
 
 def _code_version() -> str:
-    """Hash of what defines the statistics: the metric and chemistry code and RDKit's version."""
+    """Hash of what defines the statistics: the functions that compute them
+    (``moses_metrics.STATISTICS_CODE``), the chemistry module, the fingerprint size and RDKit's
+    version."""
+    import inspect
+
     import rdkit
 
     from seqvae.data import chemistry
     from seqvae.evaluation import moses_metrics
 
-    digest = hashlib.sha256(f"format {FORMAT_VERSION}\nrdkit {rdkit.__version__}\n".encode())
-    for module in (moses_metrics, chemistry):
-        with open(module.__file__, "rb") as source:
-            digest.update(source.read())
+    digest = hashlib.sha256(f"format {FORMAT_VERSION}\nrdkit {rdkit.__version__}\nmorgan "
+                            f"{moses_metrics.FINGERPRINT_RADIUS} {moses_metrics.FINGERPRINT_BITS}\n"
+                            .encode())
+    with open(chemistry.__file__, "rb") as source:
+        digest.update(source.read())
+    for function in moses_metrics.STATISTICS_CODE:
+        digest.update(inspect.getsource(function).encode())
     return digest.hexdigest()
 
 

@@ -403,3 +403,23 @@ def test_moses_statistics_reader_refuses_other_classes(tmp_path):
     np.testing.assert_array_equal(read["FCD"]["mu"], np.arange(3.0))
     assert read["Frag"]["ref"] == {"a": 1, "b": 1}
 
+
+
+def test_a_script_without_a_main_guard_still_gets_its_metrics(tmp_path):
+    """Worker processes are spawned, which re-runs a script that has no ``__main__`` guard: the
+    workers fail, and the metrics are computed in the calling process, with a note."""
+    import subprocess
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from seqvae.evaluation import moses_metrics\n"
+        "moses_metrics._PARALLEL_MIN_GEN = 1\n"
+        "lines = []\n"
+        "print(moses_metrics.fraction_passes_filters(['CCO', 'c1ccccc1', 'CCN'] * 2), end=' ')\n"
+        "print(moses_metrics.moses_metrics(['CCO', 'CCN', 'c1ccccc1'], ['CCO'], ['CCO'], ['CCN'],\n"
+        "      include_fcd=False, progress=lines.append)['valid'])\n"
+        "assert any('one process instead' in line for line in lines), lines\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["1.0", "1.0"]

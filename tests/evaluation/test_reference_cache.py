@@ -46,6 +46,14 @@ def test_key_follows_content_and_code(monkeypatch):
     assert reference_cache.reference_key(["CC", "O"]) != reference_cache.reference_key(["CCO"])
     monkeypatch.setattr(reference_cache, "FORMAT_VERSION", reference_cache.FORMAT_VERSION + 1)
     assert reference_cache.reference_key(REF) != key
+    monkeypatch.undo()
+    assert reference_cache.reference_key(REF) == key
+    # the statistics' code is in the key; the metrics' arithmetic is not
+    assert moses_metrics._reference_features in moses_metrics.STATISTICS_CODE
+    assert moses_metrics._snn not in moses_metrics.STATISTICS_CODE
+    monkeypatch.setattr(moses_metrics, "STATISTICS_CODE",
+                        moses_metrics.STATISTICS_CODE[:-1] + (moses_metrics._snn,))
+    assert reference_cache.reference_key(REF) != key
 
 
 def test_second_call_loads_without_computing(cache, monkeypatch):
