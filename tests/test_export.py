@@ -51,10 +51,11 @@ def _as_smiles(texts, tokenizer):
 
 
 @pytest.mark.slow
-def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path):
+def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
     """The export speaks the run's notation (SELFIES for SELFIES runs, both ways); converted to
     SMILES, its outputs equal seqvae's, whose API speaks SMILES for every molecule run. One
-    fresh process without seqvae serves the three runs' exports."""
+    fresh process without seqvae serves the three runs' exports (the SMILES one is the
+    session's tiny run)."""
     import dataclasses
 
     from seqvae.data.tokenizers import SelfiesTokenizer
@@ -63,12 +64,15 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path):
     queries = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1cc[nH]c1"]
     requests, run_dirs = [], []
     for tokenizer in tokenizers:
-        config = tiny_config()
-        config = dataclasses.replace(
-            config, data=dataclasses.replace(config.data, tokenizer=tokenizer),
-            train=dataclasses.replace(config.train, max_steps=10, epochs=5))
         run_dir = str(tmp_path / tokenizer / "run")
-        train(config, run_dir, SMILES)
+        if tokenizer == "smiles":
+            run_dir = tiny_run_dir
+        else:
+            config = tiny_config()
+            config = dataclasses.replace(
+                config, data=dataclasses.replace(config.data, tokenizer=tokenizer),
+                train=dataclasses.replace(config.train, max_steps=10, epochs=5))
+            train(config, run_dir, SMILES)
         served_queries = ([SelfiesTokenizer.from_smiles(q) for q in queries]
                           if tokenizer == "selfies" else queries)
         requests.append([export(run_dir, str(tmp_path / tokenizer / "exported")), served_queries])
@@ -113,18 +117,12 @@ REQUESTS = settings(max_examples=60, deadline=None,
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """A tiny run's SavedModel, loaded as a server would load it."""
-    import dataclasses
-
+def served(tmp_path_factory, tiny_run_dir):
+    """The session's tiny run's SavedModel, loaded as a server would load it."""
     import tensorflow as tf
 
     folder = tmp_path_factory.mktemp("served")
-    config = tiny_config()
-    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=2,
-                                                                   epochs=5))
-    train(config, str(folder / "run"), SMILES)
-    return tf.saved_model.load(export(str(folder / "run"), str(folder / "exported")))
+    return tf.saved_model.load(export(tiny_run_dir, str(folder / "exported")))
 
 
 def _still_serves(model):

@@ -31,12 +31,6 @@ def print_to_stderr(line: str) -> None:
     print(f"seqvae evaluate: {line}", file=sys.stderr, flush=True)
 
 
-# --- the VAE on held-out sequences ---------------------------------------------------------------
-
-
-# --- reconstruction ----------------------------------------------------------------------------
-
-
 # --- the whole evaluation ------------------------------------------------------------------------
 
 

@@ -176,7 +176,6 @@ def molecule_properties(smiles: Sequence[str]) -> dict[str, np.ndarray]:
     """logP, QED, molecular weight and length (SMILES tokens) of the valid molecules of a list."""
     from rdkit import rdBase
 
-
     tokenizer, cache, rows = SmilesTokenizer(), {}, []
     with rdBase.BlockLogs():
         for text in smiles:
@@ -230,7 +229,6 @@ def plot_property_histograms(generated: Sequence[str], test: Sequence[str], path
 def molecule_logp(smiles: Sequence[str]) -> np.ndarray:
     """Crippen logP of each SMILES, NaN where it is not a valid molecule."""
     from rdkit import rdBase
-
 
     values = np.full(len(smiles), np.nan)
     with rdBase.BlockLogs():
