@@ -111,6 +111,8 @@ if not os.environ.get("SEQVAE_CACHE_DIR"):
     import tempfile  # noqa: E402
 
     os.environ["SEQVAE_CACHE_DIR"] = tempfile.mkdtemp(prefix="seqvae-test-cache-")
+
+
 @pytest.fixture(scope="session")
 def tiny_run_dir(tmp_path_factory) -> str:
     """The directory of a tiny run trained once per test session (tests that only read it, or
