@@ -113,20 +113,24 @@ def _molecule_features(smiles: Sequence[str], parts: tuple[str, ...]) -> dict:
     """
     from rdkit import rdBase
 
-    features: dict[str, Any] = {}
     with rdBase.BlockLogs():
-        mols = [to_mol(s) for s in smiles]
-        if "fingerprints" in parts:
-            features["fingerprints"] = _fingerprints(mols)
-        if "fragments" in parts:
-            features["fragments"] = [_fragments(mol) for mol in mols]
-        if "scaffolds" in parts:
-            features["scaffolds"] = [_scaffold(mol) for mol in mols]
-        if "filters" in parts:
-            features["filters"] = np.array([passes_filters(mol) for mol in mols], bool)
-        if "properties" in parts:
-            features["properties"] = {name: np.array([function(mol) for mol in mols], float)
-                                      for name, function in _property_functions().items()}
+        return _mol_features([to_mol(s) for s in smiles], parts)
+
+
+def _mol_features(mols: Sequence[Mol], parts: Sequence[str]) -> dict:
+    """``_molecule_features`` of parsed molecules (the reference statistics use it too)."""
+    features: dict[str, Any] = {}
+    if "fingerprints" in parts:
+        features["fingerprints"] = _fingerprints(mols)
+    if "fragments" in parts:
+        features["fragments"] = [_fragments(mol) for mol in mols]
+    if "scaffolds" in parts:
+        features["scaffolds"] = [_scaffold(mol) for mol in mols]
+    if "filters" in parts:
+        features["filters"] = np.array([passes_filters(mol) for mol in mols], bool)
+    if "properties" in parts:
+        features["properties"] = {name: np.array([function(mol) for mol in mols], float)
+                                  for name, function in _property_functions().items()}
     return features
 
 
@@ -270,16 +274,14 @@ def _reference_features(smiles: Sequence[str], base: bool, properties: bool,
     """
     from rdkit import rdBase
 
-    features: dict[str, Any] = {}
+    parts = (("fingerprints", "fragments", "scaffolds") if base else ()) + (
+        ("properties",) if properties else ())
     with rdBase.BlockLogs():
         mols = [m for m in map(to_mol, smiles) if m is not None]
-        if base:
-            features["fingerprints"] = _fingerprints(mols)
-            features["fragments"] = Counter(f for mol in mols for f in _fragments(mol))
-            features["scaffolds"] = Counter(s for s in map(_scaffold, mols) if s is not None)
-        if properties:
-            features["properties"] = {name: np.array([function(mol) for mol in mols], float)
-                                      for name, function in _property_functions().items()}
+        features = _mol_features(mols, parts)
+        if base:  # counted over the chunk
+            features["fragments"] = Counter(f for each in features["fragments"] for f in each)
+            features["scaffolds"] = Counter(s for s in features["scaffolds"] if s is not None)
         if canonical:
             features["canonical"] = list(map(canonical_smiles, mols))
     return features
@@ -325,14 +327,14 @@ def _map_in_processes(function: Callable[[list[str]], dict], chunks: list[list[s
     from concurrent.futures import ProcessPoolExecutor
 
     results, done, total = [], 0, sum(map(len, chunks))
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            for source, features in zip(chunks, pool.map(function, chunks)):
-                results.append(features)
-                done += len(source)
-                report(f"{label}: {done}/{total} molecules ({workers} processes)")
-        finally:
-            pool.shutdown(cancel_futures=True)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        for source, features in zip(chunks, pool.map(function, chunks)):
+            results.append(features)
+            done += len(source)
+            report(f"{label}: {done}/{total} molecules ({workers} processes)")
+    finally:
+        pool.shutdown(cancel_futures=True)
     return results
 
 
@@ -675,8 +677,8 @@ def _chemnet_statistics(smiles: Sequence[str]) -> tuple[np.ndarray | None, np.nd
 # What defines the cached reference statistics: ``reference_cache`` hashes the source of these
 # (and all of ``seqvae.data.chemistry``) into its keys, so changing any of them recomputes the
 # statistics, while a change to the metrics' own arithmetic keeps the cache.
-STATISTICS_CODE = (_reference_features, _fingerprints, _fragments, _scaffold, _property_functions,
-                   _base_arrays, _base_from_arrays, _chemnet_statistics)
+STATISTICS_CODE = (_reference_features, _mol_features, _fingerprints, _fragments, _scaffold,
+                   _property_functions, _base_arrays, _base_from_arrays, _chemnet_statistics)
 
 
 def fcd(gen: Sequence[str], ref: Sequence[str] | ReferenceStats) -> float:
