@@ -64,10 +64,8 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
     queries = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1cc[nH]c1"]
     requests, run_dirs = [], []
     for tokenizer in tokenizers:
-        run_dir = str(tmp_path / tokenizer / "run")
-        if tokenizer == "smiles":
-            run_dir = tiny_run_dir
-        else:
+        run_dir = tiny_run_dir if tokenizer == "smiles" else str(tmp_path / tokenizer / "run")
+        if tokenizer != "smiles":
             config = tiny_config()
             config = dataclasses.replace(
                 config, data=dataclasses.replace(config.data, tokenizer=tokenizer),

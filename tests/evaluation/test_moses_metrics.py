@@ -404,7 +404,6 @@ def test_moses_statistics_reader_refuses_other_classes(tmp_path):
     assert read["Frag"]["ref"] == {"a": 1, "b": 1}
 
 
-
 def test_a_script_without_a_main_guard_still_gets_its_metrics(tmp_path):
     """Worker processes are spawned, which re-runs a script that has no ``__main__`` guard: the
     workers fail, and the metrics are computed in the calling process, with a note."""
