@@ -164,14 +164,20 @@ def cmd_encode(args) -> int:
     result = inference.encode_to_file(run, args.data, args.out, args.log_var, strict=args.strict,
                                       batch_size=args.batch_size, progress=_encode_progress())
     if result["skipped"]:
-        shown = ", ".join(message.split(": ", 1)[0] for message in result["messages"])
-        print(f"seqvae: skipped {result['skipped']} invalid SMILES ({shown}"
-              f"{', ...' if result['skipped'] > len(result['messages']) else ''}); use --strict "
-              "to fail instead", file=sys.stderr)
+        kinds = ", ".join(f"{count} {_NAN_ROW_KINDS.get(kind, kind)}"
+                          for kind, count in sorted(result["skipped_by_kind"].items()))
+        print(f"seqvae: {result['skipped']} of {result['rows']} sequences could not be encoded, "
+              f"their rows are NaN ({kinds}); first: {result['messages'][0]}; use --strict to "
+              "fail instead", file=sys.stderr)
     print(f"wrote z means ({result['rows']}, {run.config.model.latent_dim}) to {args.out}"
           + (f", log variances to {args.log_var}" if args.log_var else "")
           + f" in {result['seconds']:.1f} s ({result['per_second']:.0f} mol/s)", file=sys.stderr)
     return 0
+
+
+_NAN_ROW_KINDS = {"invalid": "invalid SMILES", "notation": "not convertible to the run's notation",
+                  "unknown_token": "with a token not in the vocabulary",
+                  "too_long": "longer than max_len"}
 
 
 def _encode_progress():
@@ -548,7 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data")
     p.add_argument("--out", required=True, help=".npy file for the means")
     p.add_argument("--log-var", help=".npy file for the log variances")
-    p.add_argument("--strict", action="store_true")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on the first sequence that cannot be encoded (default: its row is "
+                   "NaN, so rows stay aligned with the input's sequences)")
     p.add_argument("--batch-size", type=int, default=1000,
                    help="sequences per encoder call (input is streamed; default 1000)")
 

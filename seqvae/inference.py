@@ -172,11 +172,17 @@ def encode_to_file(run: Run, data, out: str, log_var_out: str | None = None, *,
                    progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Encodes any number of sequences into ``.npy`` files of means (and log variances), streaming.
 
+    Row ``i`` of each file belongs to the ``i``-th sequence of ``data``, whatever happens to the
+    others: a sequence the run cannot encode (an invalid SMILES, a token not in the vocabulary,
+    longer than ``max_len``, no SELFIES for it) gets a row of NaN, is counted by kind, and the
+    first five are named by line (``strict``: the first is an error instead). A library of
+    millions is not lost to one odd line, and its rows stay aligned with its lines.
+
     ``data`` is read ``chunk_size`` sequences at a time (``sources.iter_sequences``); each chunk is
     encoded in batches of sequences of similar length, each batch cut to its longest sequence (an
     encoder reads up to the first ``<pad>``, so this changes no value), and its rows are appended
     to the files in input order (``files.NpyRowWriter``). Memory holds one chunk, whatever the
-    input's size. Rows left out as in ``encode_ids`` (invalid SMILES; ``strict``: an error).
+    input's size.
 
     Args:
       run: the loaded run.
@@ -187,36 +193,44 @@ def encode_to_file(run: Run, data, out: str, log_var_out: str | None = None, *,
         encoded per second so far).
 
     Returns:
-      ``{"rows", "skipped", "seconds", "per_second", "messages"}``; messages: the first five
-      rows left out.
+      ``{"rows", "encoded", "skipped", "skipped_by_kind", "seconds", "per_second", "messages"}``:
+      rows written (one per sequence), rows encoded, NaN rows, their count per kind (see
+      ``EncodedTexts``), seconds, rows per second, and the first five NaN rows' messages.
+
+    Raises:
+      SeqvaeError: ``strict`` and a sequence cannot be encoded, or no sequence can be.
     """
+    from collections import Counter
+
     from seqvae.files import NpyRowWriter
 
     latent = run.config.model.latent_dim
     encoder = compiled_encoder(run)
     total = sources.count_records(data, run.config.data.column)
-    read, skipped, messages, started = 0, 0, [], time.monotonic()
+    kinds, messages, started = Counter(), [], time.monotonic()
     with contextlib.ExitStack() as stack:
         writers = [stack.enter_context(NpyRowWriter(path, latent))
                    for path in (out, log_var_out) if path]
         for seqs in sources.iter_sequences(data, run.config.data.column, chunk_size):
-            encoded = encode_texts(run.codec, seqs.texts, on_error="raise" if strict else "skip_invalid",
+            encoded = encode_texts(run.codec, seqs.texts, on_error="raise" if strict else "skip",
                                    source=seqs.source, line_numbers=seqs.line_numbers,
                                    check_molecules=not seqs.source.startswith("moses:"))
             results = _encode_by_length(encoder, encoded.ids, encoded.lengths, batch_size, latent)
             for writer, values in zip(writers, results):
-                writer.write(values)
-            read += len(seqs.texts)
-            skipped += len(encoded.problems)
+                rows = np.full((len(seqs.texts), latent), np.nan, np.float32)
+                rows[encoded.kept] = values
+                writer.write(rows)
+            kinds.update(kind for _, kind, _ in encoded.problems)
             messages.extend(encoded.messages[:5 - len(messages)])
             if progress is not None:
                 rate = writers[0].rows / max(time.monotonic() - started, 1e-9)
-                progress(read, max(total, read), rate)
+                progress(writers[0].rows, max(total, writers[0].rows), rate)
         rows = writers[0].rows
-        if not rows:
+        if rows == sum(kinds.values()):
             raise SeqvaeError(f"{data}: nothing to encode (no line can be encoded by this run)")
     seconds = time.monotonic() - started
-    return {"rows": rows, "skipped": skipped, "seconds": seconds,
+    return {"rows": rows, "encoded": rows - sum(kinds.values()), "skipped": sum(kinds.values()),
+            "skipped_by_kind": dict(kinds), "seconds": seconds,
             "per_second": rows / max(seconds, 1e-9), "messages": messages}
 
 

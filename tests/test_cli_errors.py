@@ -303,17 +303,29 @@ def test_sample_negative_count(run_dir):
     user_error(["sample", run_dir, "-n", "-1"], "-n")
 
 
-def test_encode_token_not_in_vocabulary(run_dir, tmp_path):
-    data = write_smi(tmp_path / "q.smi", ["CCO", "C[Se]C"])
-    user_error(["encode", run_dir, data, "--out", tmp_path / "z.npy"],
-               "q.smi:2: token '[Se]' is not in the run's vocabulary")
-
-
-def test_encode_sequence_longer_than_max_len(run_dir, tmp_path):
+def test_encode_gives_nan_rows_for_what_it_cannot_encode_and_strict_refuses(run_dir, tmp_path):
+    # rows stay aligned with the input: a token not in the vocabulary, a too-long line and an
+    # invalid SMILES each get a NaN row, counted by kind, the first named by its line
     max_len = json.loads((run_dir / "run.json").read_text())["max_len"]
-    data = write_smi(tmp_path / "q.smi", ["CCO", "C" * (max_len + 5)])
-    user_error(["encode", run_dir, data, "--out", tmp_path / "z.npy"],
-               "q.smi:2:", f"longer than the model's maximum of {max_len}")
+    texts = ["CCO", "C[Se]C", "c1ccccc1", "C" * (max_len + 5), "C1CC", "CCN"]
+    data = write_smi(tmp_path / "q.smi", texts)
+    code, _, err = cli(["encode", run_dir, data, "--out", tmp_path / "z.npy"])
+    assert code == 0, err
+    z = np.load(tmp_path / "z.npy")
+    assert z.shape == (6, 4)
+    assert np.isnan(z).all(axis=1).tolist() == [False, True, False, True, True, False]
+    summary = next(line for line in err.splitlines() if "could not be encoded" in line)
+    assert "3 of 6 sequences" in summary and "1 invalid SMILES" in summary
+    assert "1 longer than max_len" in summary and "1 with a token not in the vocabulary" in summary
+    assert "q.smi:2: token '[Se]' is not in the run's vocabulary" in summary
+    good = write_smi(tmp_path / "good.smi", ["CCO", "c1ccccc1", "CCN"])
+    assert cli(["encode", run_dir, good, "--out", tmp_path / "z_good.npy"])[0] == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "z_good.npy"), z[[0, 2, 5]])
+    user_error(["encode", run_dir, data, "--out", tmp_path / "z.npy", "--strict"],
+               "q.smi:2: token '[Se]' is not in the run's vocabulary")
+    long_only = write_smi(tmp_path / "long.smi", ["CCO", "C" * (max_len + 5)])
+    user_error(["encode", run_dir, long_only, "--out", tmp_path / "z.npy", "--strict"],
+               "long.smi:2:", f"longer than the model's maximum of {max_len}")
 
 
 def test_encode_missing_and_empty_data(run_dir, tmp_path):

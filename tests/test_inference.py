@@ -92,12 +92,16 @@ def test_encode_to_file_streams_the_same_values_as_encode(run, tmp_path):
     result = inference.encode_to_file(run, str(data), str(tmp_path / "z.npy"),
                                       str(tmp_path / "lv.npy"), batch_size=5, chunk_size=16,
                                       progress=lambda read, total, rate: seen.append((read, total)))
-    assert result["rows"] == len(texts) - 2 and result["skipped"] == 2
+    assert result["rows"] == len(texts) and result["encoded"] == len(texts) - 2
+    assert result["skipped"] == 2 and result["skipped_by_kind"] == {"invalid": 2}
     assert result["messages"][0].startswith(f"{data}:42: invalid SMILES")
     streamed = np.load(tmp_path / "z.npy", allow_pickle=False)
-    assert streamed.shape == means.shape and streamed.dtype == np.float32
-    np.testing.assert_allclose(streamed, means, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.load(tmp_path / "lv.npy"), log_vars, rtol=1e-5, atol=1e-6)
+    assert streamed.shape == (len(texts), means.shape[1]) and streamed.dtype == np.float32
+    invalid = [len(SMILES), len(SMILES) + 1]  # "xx", "C1CC": NaN rows, the others in place
+    assert np.isnan(streamed).all(axis=1).tolist() == [i in invalid for i in range(len(texts))]
+    kept = [i for i in range(len(texts)) if i not in invalid]
+    np.testing.assert_allclose(streamed[kept], means, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "lv.npy")[kept], log_vars, rtol=1e-5, atol=1e-6)
     assert [read for read, _ in seen] == [16, 32, 48]
     assert all(total == len(texts) + 1 for _, total in seen)  # lines: an upper bound
 

@@ -58,13 +58,37 @@ def kekule_smiles(smiles: str) -> str | None:
 
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(smiles)
-        if mol is None:
-            return None
-        try:
-            Chem.Kekulize(mol, clearAromaticFlags=True)
-        except Exception:  # noqa: BLE001 - RDKit raises KekulizeException and friends
-            return None
-        return Chem.MolToSmiles(mol, kekuleSmiles=True)
+        return None if mol is None else _kekule_of(mol)
+
+
+def checked_kekule_smiles(texts: Sequence[str]) -> tuple[list[int], list[str | None]]:
+    """``invalid_smiles`` and ``kekule_smiles`` of every text from one RDKit parse each.
+
+    Returns:
+        The indices of the texts that are not valid SMILES, and each text's Kekule SMILES (None
+        where it is invalid or does not kekulize).
+    """
+    from rdkit import Chem, rdBase
+
+    invalid, kekule = [], []
+    with rdBase.BlockLogs():
+        for i, text in enumerate(texts):
+            mol = Chem.MolFromSmiles(text)
+            if mol is None:
+                invalid.append(i)
+            kekule.append(None if mol is None else _kekule_of(mol)
+                          if _AROMATIC_ATOM.search(text) else text)
+    return invalid, kekule
+
+
+def _kekule_of(mol: Mol) -> str | None:
+    from rdkit import Chem
+
+    try:
+        Chem.Kekulize(mol, clearAromaticFlags=True)
+    except Exception:  # noqa: BLE001 - RDKit raises KekulizeException and friends
+        return None
+    return Chem.MolToSmiles(mol, kekuleSmiles=True)
 
 
 def canonical_smiles(smiles: str | Mol) -> str | None:

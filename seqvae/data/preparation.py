@@ -143,14 +143,19 @@ def encode_texts(codec: TextCodec, texts: Sequence[str], *, on_error: str = "rai
         raise ValueError(f'on_error must be "raise", "skip" or "skip_invalid", got {on_error!r}')
     lines = list(line_numbers) if line_numbers is not None else list(range(1, len(texts) + 1))
     tokenizer = get_tokenizer(codec.tokenizer)
-    invalid = set()
+    invalid, notations = set(), None
     if codec.molecules and check_molecules:
-        invalid = set(invalid_smiles_rows(texts, codec.tokenizer))
+        if codec.kekulize and codec.tokenizer == "smiles":  # one parse checks and converts
+            rows, notations = chemistry.checked_kekule_smiles(texts)
+            invalid = set(rows)
+        else:
+            invalid = set(invalid_smiles_rows(texts, codec.tokenizer))
     encoded, kept, problems = [], [], []
     for row, text in enumerate(texts):
         kind, problem = ("invalid", f"invalid SMILES {text[:60]!r}") if row in invalid else (None, None)
         if kind is None:
-            kind, problem, ids = _encode_one(codec, tokenizer, text)
+            kind, problem, ids = _encode_one(codec, tokenizer, text,
+                                             notations[row] if notations else None)
         if kind is not None:
             message = f"{source}:{lines[row]}: {problem}"
             if on_error == "raise" or (on_error == "skip_invalid" and kind != "invalid"):
@@ -166,10 +171,12 @@ def encode_texts(codec: TextCodec, texts: Sequence[str], *, on_error: str = "rai
     return EncodedTexts(ids, lengths, np.array(kept, np.int64), [texts[i] for i in kept], problems)
 
 
-def _encode_one(codec: TextCodec, tokenizer, text: str):
-    """``(kind, problem, None)`` or ``(None, None, ids with <eos>)`` for one text."""
+def _encode_one(codec: TextCodec, tokenizer, text: str, notation: str | None = None):
+    """``(kind, problem, None)`` or ``(None, None, ids with <eos>)`` for one text, given or
+    converting to its model notation (``to_model_notation``)."""
     try:
-        tokens = tokenizer.tokenize(to_model_notation(text, codec.tokenizer, codec.kekulize))
+        tokens = tokenizer.tokenize(notation if notation is not None else
+                                    to_model_notation(text, codec.tokenizer, codec.kekulize))
     except SeqvaeError as error:
         return "notation", str(error), None
     unknown = next((token for token in tokens if token not in codec.vocab), None)

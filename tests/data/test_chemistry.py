@@ -16,14 +16,12 @@ def test_to_mol_follows_moses_get_mol():
     assert chemistry.to_mol(mol) is mol
 
 
-
 def test_canonical_smiles():
     assert chemistry.canonical_smiles("OCC") == "CCO"
     assert chemistry.canonical_smiles("C1=CC=CC=C1") == "c1ccccc1"
     assert chemistry.canonical_smiles("xx") is None
     assert chemistry.remove_invalid(["OCC", "xx", "C1=CC=CC=C1"]) == ["CCO", "c1ccccc1"]
     assert chemistry.remove_invalid(["OCC", "xx"], canonize=False) == ["OCC"]
-
 
 
 def test_properties():
@@ -48,3 +46,13 @@ def test_kekule_smiles():
     assert canonical_smiles(kekule) == canonical_smiles("c1ccc2[nH]ccc2c1")
     assert kekule_smiles("c1cccc1") is None  # does not kekulize
     assert kekule_smiles("not a smiles") is None
+
+
+def test_checked_kekule_smiles_is_invalid_smiles_and_kekule_smiles_in_one_parse():
+    from seqvae.data.chemistry import checked_kekule_smiles, invalid_smiles, kekule_smiles
+
+    texts = ["CCO", "c1ccc2[nH]ccc2c1", "C1CC", "c1cccc1", "not a smiles", "Cc1ccncc1", ""]
+    invalid, kekule = checked_kekule_smiles(texts)
+    assert invalid == invalid_smiles(texts) == [2, 3, 4]
+    assert kekule == [kekule_smiles(t) if i not in invalid else None for i, t in enumerate(texts)]
+    assert kekule[0] == "CCO" and kekule[-1] == ""  # nothing aromatic: unchanged
