@@ -1,13 +1,16 @@
 """Learning curve of one recipe: greedy reconstruction and prior validity against training time.
 
-One run of ``--minutes`` on the demo's data (320k MOSES molecules; the schedules laid over the
-budget, as in any time-bounded run), a checkpoint every ``--every`` steps, all kept; then every
-checkpoint is measured the same way:
+One run on the demo's data (320k MOSES molecules) of ``--steps`` optimizer steps (the schedules
+laid over them; every machine trains the same model, only the minutes differ) or, without
+``--steps``, of ``--minutes`` (the schedules laid over the time budget, as in any time-bounded
+run); a checkpoint every ``--every`` steps, all kept; then every checkpoint is measured the same
+way:
 
 - greedy reconstruction from the posterior mean, exact canonical SMILES, on the first ``--recon``
   MOSES test molecules (and token accuracy);
 - validity of ``--samples`` prior samples at T = 1.0, with and without the SMILES grammar mask.
 
+    python bench/learning_curve.py --recipe kekule_beta0.3_molecule_bidir --steps 5000 --every 500 --out runs/curve
     python bench/learning_curve.py --recipe kekule_beta0.3_molecule_bidir --minutes 45 --out runs/curve
 
 The table (``OUT/curve.md``) has one row per checkpoint: step, training minutes so far (the time
@@ -28,14 +31,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from latent_ablation import BASELINE, RECIPES  # noqa: E402
 
 
-def train_curve(recipe: str, minutes: float, every: int, out: str) -> str:
+def train_curve(recipe: str, minutes: float, steps: int, every: int, out: str) -> str:
     from seqvae.config import demo_config
     from seqvae.training import train
 
     run_dir = os.path.join(out, recipe)
     config = demo_config().with_overrides(
-        BASELINE + RECIPES[recipe] + ["train.max_steps=0", "train.epochs=1000",
-                           f"train.time_budget={minutes * 60:g}", f"train.checkpoint_every={every}",
+        BASELINE + RECIPES[recipe] + [f"train.max_steps={steps}", "train.epochs=1000",
+                           f"train.time_budget={0 if steps else minutes * 60:g}",
+                           f"train.checkpoint_every={every}",
                            "train.keep_checkpoints=1000", "train.export_at_end=false"])
     if not os.path.exists(os.path.join(run_dir, "checkpoints")):
         summary = train(config, run_dir, None)
@@ -84,6 +88,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", default="demo", help=f"one of: {', '.join(RECIPES)}")
     parser.add_argument("--minutes", type=float, default=60.0, help="training time budget")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="train this many steps instead of --minutes")
     parser.add_argument("--every", type=int, default=400, help="steps between checkpoints")
     parser.add_argument("--out", default="runs/curve")
     parser.add_argument("--recon", type=int, default=1000, help="test molecules, greedy")
@@ -96,7 +102,7 @@ def main() -> int:
 
     run_dir = os.path.join(args.out, args.recipe)
     if not args.measure_only:
-        train_curve(args.recipe, args.minutes, args.every, args.out)
+        train_curve(args.recipe, args.minutes, args.steps, args.every, args.out)
     times = checkpoint_times(run_dir)
     state = tf.train.get_checkpoint_state(os.path.join(run_dir, "checkpoints"))
     rows = []
