@@ -148,8 +148,6 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
       constrained: apply ``settings.similarity`` to the start (False: report it only).
       keep_trajectory: return a row per decoded point (every path, step and decoding).
     """
-    import tensorflow as tf
-
     from seqvae import inference
     from seqvae.data.chemistry import canonical_smiles
 

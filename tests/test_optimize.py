@@ -1,7 +1,5 @@
 """Latent-space optimisation on a tiny run with a stub property."""
 
-import math
-
 import numpy as np
 import pytest
 import tensorflow as tf

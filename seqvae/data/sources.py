@@ -196,8 +196,6 @@ def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
     return Sequences(texts, list(range(1, len(texts) + 1)), source, one_hot_classes=classes)
 
 
-
-
 # --- streaming: sources too big to hold as one list ----------------------------------------------
 
 

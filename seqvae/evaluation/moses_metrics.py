@@ -776,7 +776,6 @@ def _property_distance(values: np.ndarray, molecules: _Molecules, ref: Reference
     return wasserstein_1(values, ref.properties[name], molecules.counts)
 
 
-
 # --- MOSES data files ---------------------------------------------------------------------------
 
 

@@ -21,14 +21,11 @@ from seqvae.files import atomic_path
 _MATPLOTLIB_HINT = "pip install matplotlib (or pip install 'seqvae[report]')"
 
 
-
 _STYLE = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 12, "legend.fontsize": 10,
           "xtick.labelsize": 10, "ytick.labelsize": 10}
 
 
-
 PROPERTY_MOLECULES = 5000  # molecules per side in the property histograms (QED is ~1 ms each)
-
 
 
 def _matplotlib() -> Any:
@@ -38,7 +35,6 @@ def _matplotlib() -> Any:
     except ImportError as error:
         raise MissingExtraError(f"plots need matplotlib ({error}); {_MATPLOTLIB_HINT}") from None
     return matplotlib
-
 
 
 def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
@@ -52,12 +48,10 @@ def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
     return figure, list(axes)
 
 
-
 def _save(figure, path: str) -> None:
     """Writes the PNG atomically (``seqvae.files.atomic_path``)."""
     with atomic_path(path, suffix=".png") as tmp:
         figure.savefig(tmp, format="png", dpi=110)
-
 
 
 def plot_training_curves(records: Sequence[dict], path: str) -> None:
@@ -96,7 +90,6 @@ def plot_training_curves(records: Sequence[dict], path: str) -> None:
         _save(figure, path)
 
 
-
 def plot_kl_per_dimension(kl_per_dimension: Sequence[float], path: str,
                           active: Sequence[bool] | None = None) -> None:
     """Bar chart of the KL of each latent dimension; active units coloured apart if given."""
@@ -122,7 +115,6 @@ def plot_kl_per_dimension(kl_per_dimension: Sequence[float], path: str,
         _save(figure, path)
 
 
-
 def pca_2d(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Projects ``points (N, D)`` on their first two principal components (numpy SVD).
 
@@ -140,7 +132,6 @@ def pca_2d(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if variance.sum() > 0:
         explained[:kept] = variance[:kept] / variance.sum()
     return projected, explained
-
 
 
 def plot_latent_map(means: np.ndarray, path: str, colour: Sequence[float] | None = None,
@@ -171,7 +162,6 @@ def plot_latent_map(means: np.ndarray, path: str, colour: Sequence[float] | None
         _save(figure, path)
 
 
-
 def molecule_properties(smiles: Sequence[str]) -> dict[str, np.ndarray]:
     """logP, QED, molecular weight and length (SMILES tokens) of the valid molecules of a list."""
     from rdkit import rdBase
@@ -189,7 +179,6 @@ def molecule_properties(smiles: Sequence[str]) -> dict[str, np.ndarray]:
     table = np.array(rows, float).reshape(-1, 4)
     names = ("logP", "QED", "molecular weight", "length")
     return {name: table[:, i] for i, name in enumerate(names)}
-
 
 
 def plot_property_histograms(generated: Sequence[str], test: Sequence[str], path: str,
@@ -223,7 +212,6 @@ def plot_property_histograms(generated: Sequence[str], test: Sequence[str], path
                 ax.legend()
             ax.set(title=name, xlabel=label, ylabel="density")
         _save(figure, path)
-
 
 
 def molecule_logp(smiles: Sequence[str]) -> np.ndarray:

@@ -22,15 +22,12 @@ from seqvae.training.rundir import Run
 ACTIVE_UNIT_THRESHOLD = 0.01  # Burda et al. 2016: a unit is active if Var_x(E[z_d | x]) > 0.01
 
 
-
 _LOG_2PI = math.log(2.0 * math.pi)
-
 
 
 def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
     top = np.max(values, axis=axis, keepdims=True)
     return np.squeeze(top, axis) + np.log(np.sum(np.exp(values - top), axis=axis))
-
 
 
 def standard_error(values: np.ndarray) -> float:
@@ -54,7 +51,6 @@ def _batch_mutual_information(mean: np.ndarray, log_var: np.ndarray, z: np.ndarr
     log_density = -0.5 * (squared + np.sum(log_var, 1) + dims * _LOG_2PI)  # (B_z, B_x)
     log_aggregate = _logsumexp(log_density, axis=1) - math.log(batch)
     return float(neg_entropy - np.mean(log_aggregate))
-
 
 
 def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size: int,
@@ -142,7 +138,6 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         "mutual_information_batch_size": min(batch_size, len(ids)),
     }
     return result, mean
-
 
 
 def vae_quality(run: Run, data, *, iw_samples: int = 10, batch_size: int = 500,

@@ -30,7 +30,6 @@ def test_validation_split_is_seeded_sorted_and_disjoint():
     assert len(batching.validation_split(10, 0.0, 0)[1]) == 0
 
 
-
 @pytest.mark.parametrize("bucket", [True, False])
 def test_batch_plan_covers_every_row_once(bucket):
     lengths = realistic_lengths(1003)
@@ -38,7 +37,6 @@ def test_batch_plan_covers_every_row_once(bucket):
     assert all(1 <= len(b) <= 16 for b in plan) and len(plan) == 63
     rows = np.concatenate(plan)
     assert sorted(rows.tolist()) == list(range(1003))
-
 
 
 @pytest.mark.parametrize("bucket", [True, False])
@@ -54,7 +52,6 @@ def test_batch_plan_is_a_function_of_seed_and_epoch(bucket):
     assert not np.array_equal(plan(0, 0), plan(1, 0))
 
 
-
 def test_bucketing_reduces_padding():
     lengths = realistic_lengths()
     bucketed = batching.batch_plan(lengths, 64, seed=0, epoch=0, bucket=True)
@@ -67,7 +64,6 @@ def test_bucketing_reduces_padding():
     assert np.median(spreads) <= 2
 
 
-
 def test_padded_length_and_padding_fraction_by_hand():
     lengths = np.array([3, 5, 9, 16])
     assert batching.padded_length(lengths[:2], 4, 20) == 8
@@ -77,7 +73,6 @@ def test_padded_length_and_padding_fraction_by_hand():
     # Batch 1: 2 x 8 positions, batch 2: 2 x 16; real tokens 33 of 48.
     assert batching.padding_fraction(lengths, batches, 8, 16) == pytest.approx(1 - 33 / 48)
     assert batching.padding_fraction(np.array([8, 8]), [np.array([0, 1])], 8, 16) == 0.0
-
 
 
 @pytest.mark.parametrize("max_len", [24, 21])
@@ -98,7 +93,6 @@ def test_make_dataset_yields_int32_batches_padded_to_bucket_width(max_len):
         assert width % 8 == 0 or width == max_len
         np.testing.assert_array_equal(batch.numpy(), ids[rows, :width])  # no token cut off
         assert np.all(ids[rows, width:] == 0)
-
 
 
 @pytest.mark.slow

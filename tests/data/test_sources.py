@@ -282,7 +282,6 @@ def test_moses_unknown_split():
     assert "unknown MOSES split 'bogus'" in error_of("moses:bogus")
 
 
-
 # --- hostile files: every reader gives sequences or one line, never a traceback ----------------
 #
 # Each target is fuzzed by hypothesis (see FUZZ for the count of cases). Where a file has an

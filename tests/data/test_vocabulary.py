@@ -20,12 +20,10 @@ def test_vocabulary_specials_first_then_by_count_then_by_string():
     assert (vocab.pad_id, vocab.bos_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2, 3)
 
 
-
 def test_vocabulary_ids_do_not_depend_on_data_order():
     shuffled = [list(reversed(tokens)) for tokens in reversed(DATA)]
     random.Random(0).shuffle(shuffled)
     assert Vocabulary.fit(shuffled) == Vocabulary.fit(DATA)
-
 
 
 def test_vocabulary_min_count_and_specials_in_data():
@@ -35,13 +33,11 @@ def test_vocabulary_min_count_and_specials_in_data():
         Vocabulary.fit(DATA, min_count=0)
 
 
-
 def test_vocabulary_rejects_repeated_and_special_tokens():
     with pytest.raises(SeqvaeError, match="repeated"):
         Vocabulary(["a", "b", "a"])
     with pytest.raises(SeqvaeError, match="special"):
         Vocabulary(["a", UNK])
-
 
 
 def test_encode_decode_with_eos_and_pad():
@@ -57,7 +53,6 @@ def test_encode_decode_with_eos_and_pad():
         vocab.decode([-1])
 
 
-
 def test_unknown_tokens():
     vocab = Vocabulary(["C", "O"])
     assert vocab.encode(["C", "N", "O"]) == [4, 3, 5, 2]
@@ -71,7 +66,6 @@ def test_unknown_tokens():
         vocab.encode(["C"], unknown="skip")
 
 
-
 def test_vocabulary_save_load(tmp_path):
     vocab = Vocabulary.fit(DATA + [["ü", "[nH]", '"']])
     path = tmp_path / "run" / "vocab.json"
@@ -81,7 +75,6 @@ def test_vocabulary_save_load(tmp_path):
     assert Vocabulary.load(str(path)) != Vocabulary(["C"])
     vocab.save(path)  # overwriting leaves no temporary files behind
     assert os.listdir(path.parent) == ["vocab.json"]
-
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,6 @@ from seqvae.training.objective import compute_losses
 from seqvae.training.rundir import load_run
 
 
-
 def test_compute_losses_same_in_eager_graph_and_xla():
     config = tiny_config(decoder_dropout=0.2)
     config = with_train(config, word_dropout=0.2)
@@ -67,7 +66,6 @@ def test_epoch_end_runs_validation(tmp_path, smiles):
     epochs = [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if r["kind"] == "epoch"]
     assert [r["epoch"] for r in epochs] == [0, 1]
     assert all(np.isfinite(r["val_loss"]) and np.isfinite(r["train_loss"]) for r in epochs)
-
 
 
 def test_second_process_on_the_same_run_dir_is_refused(tmp_path, smiles):
