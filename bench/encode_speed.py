@@ -4,15 +4,19 @@
     flock /tmp/seqvae-bench.lock python bench/encode_speed.py --run runs/demo --small 150000 --large 1500000
 
 1. Speed: writes ``--data`` (default: the 176,074 MOSES test molecules) to a ``.smi`` file, runs
-   ``seqvae encode RUN FILE --out z.npy`` and, in the MOSES peer venv (``bench/moses_peer/setup.sh``),
+   ``seqvae encode RUN FILE --out z.npy``, then the same with a run of MOSES's own architecture
+   (``--preset moses_original``: a one-directional GRU-256 encoder on aromatic SMILES, like
+   MOSES's; trained one step in ``--output-dir``, the weights do not change the cost) and, in the
+   MOSES peer venv (``bench/moses_peer/setup.sh``),
    MOSES's own ``VAE.forward_encoder`` (default ``moses.vae`` config, untrained: the weights do
    not change the cost) over the same file in MOSES's way: batches of 512, each sorted by length
    for ``pack_sequence``, ``string2tensor`` per molecule, ``torch.no_grad``; with one torch thread
    and with one per core (on a busy machine OpenMP's spinning threads can be 30x slower).
    Rates count encoding only (model loading excluded on both sides); the seqvae command's whole
    wall time is shown too.
-2. Memory: ``seqvae encode`` on the first ``--small`` and ``--large`` lines of MOSES's train split;
-   peak resident memory of each process (``wait4``), which must not grow with the input.
+2. Memory: ``seqvae encode`` (the MOSES-architecture run, the faster of the two) on the first
+   ``--small`` and ``--large`` lines of MOSES's train split; peak resident memory of each process
+   (``wait4``), which must not grow with the input.
 
 Prints markdown tables and writes ``encode_speed.json`` to ``--output-dir``.
 """
@@ -98,6 +102,17 @@ def _seqvae_encode(run: str, data: str, out: str, env: dict) -> dict:
             "wall": wall, "peak_mib": peak / 1024}
 
 
+def _moses_architecture_run(run_dir: str, env: dict) -> str:
+    """A seqvae run with MOSES's VAE architecture (one step of training: speed only)."""
+    if not os.path.exists(os.path.join(run_dir, "run.json")):
+        command = [sys.executable, "-m", "seqvae", "train", "moses:train", "--preset",
+                   "moses_original", "--limit", "2000", "--max-steps", "1", "--out", run_dir,
+                   "--set", "train.export_at_end=false"]
+        print("+", " ".join(command), file=sys.stderr, flush=True)
+        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    return run_dir
+
+
 def _write_lines(source: str, path: str, limit: int) -> int:
     from seqvae.data import sources
 
@@ -136,6 +151,8 @@ def main() -> None:
     count = _write_lines(args.data, data, 0)
     out = os.path.join(args.output_dir, "z.npy")
     ours = _seqvae_encode(args.run, data, out, env)
+    same_arch = _moses_architecture_run(os.path.join(args.output_dir, "moses_arch_run"), env)
+    ours_same = _seqvae_encode(same_arch, data, out, env)
     peer_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     moses_rows = []
     for threads in sorted({1, os.cpu_count() or 1}):
@@ -148,24 +165,33 @@ def main() -> None:
 
     from seqvae.training.rundir import load_run
 
-    model = load_run(args.run).config.model
-    lines = [f"{count} molecules from {args.data}; {os.cpu_count()} cores", "",
-             "| encoder | mol/s (encoding only) | s | whole command s |", "|---|---:|---:|---:|",
-             f"| seqvae encode ({args.run}: GRU {model.encoder_units}, "
-             f"{'bi' if model.encoder_bidirectional else 'uni'}directional, one-hot) | "
-             f"{ours['per_second']:.0f} | {ours['seconds']:.1f} | {ours['wall']:.1f} |",
+    def described(run_dir: str, result: dict) -> str:
+        config = load_run(run_dir).config
+        model = config.model
+        return (f"| seqvae encode ({run_dir}: GRU {model.encoder_units}, "
+                f"{'bi' if model.encoder_bidirectional else 'uni'}directional, one-hot, "
+                f"{'Kekule' if config.data.kekulize else 'aromatic'} SMILES) | "
+                f"{result['per_second']:.0f} | {result['seconds']:.1f} | {result['wall']:.1f} |")
+
+    from throughput import cpu_description
+
+    lines = [cpu_description(), f"{count} molecules from {args.data}", "",
+             "| encoder | mol/s (reading, checking and encoding) | s | whole command s |",
+             "|---|---:|---:|---:|", described(args.run, ours), described(same_arch, ours_same),
              *(f"| MOSES VAE forward_encoder ({row['encoder']}, torch {row['torch']}, "
                f"{row['threads']} threads) | {row['per_second']:.0f} | {row['seconds']:.1f} | |"
                for row in moses_rows),
-             "", f"seqvae / MOSES (its faster thread setting): "
-                 f"{ours['per_second'] / theirs['per_second']:.2f}x"]
+             "", "seqvae / MOSES (its faster thread setting): "
+                 f"{ours['per_second'] / theirs['per_second']:.2f}x ({args.run}), "
+                 f"{ours_same['per_second'] / theirs['per_second']:.2f}x (MOSES's architecture)"]
     memory = {}
     if not args.skip_memory:
-        lines += ["", "| input lines | rows | mol/s | peak RSS MiB |", "|---:|---:|---:|---:|"]
+        lines += ["", f"seqvae encode {same_arch} on the first lines of moses:train:", "",
+                  "| input lines | rows | mol/s | peak RSS MiB |", "|---:|---:|---:|---:|"]
         for size in (args.small, args.large):
             path = os.path.abspath(os.path.join(args.output_dir, f"train_{size}.smi"))
             _write_lines("moses:train", path, size)
-            memory[size] = _seqvae_encode(args.run, path, out, env)
+            memory[size] = _seqvae_encode(same_arch, path, out, env)
             os.remove(path)
             lines.append(f"| {size} | {memory[size]['rows']} | {memory[size]['per_second']:.0f} | "
                          f"{memory[size]['peak_mib']:.0f} |")
@@ -173,7 +199,7 @@ def main() -> None:
         lines += ["", f"peak memory, {args.large} lines vs {args.small}: {growth:+.1%}"]
     print("\n".join(lines))
     with open(os.path.join(args.output_dir, "encode_speed.json"), "w") as handle:
-        json.dump({"seqvae": ours, "moses": moses_rows, "memory": memory, "table": lines}, handle,
+        json.dump({"seqvae": ours, "seqvae_moses_architecture": ours_same, "moses": moses_rows, "memory": memory, "table": lines}, handle,
                   indent=1)
 
 
