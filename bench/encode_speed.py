@@ -2,6 +2,7 @@
 
     flock /tmp/seqvae-bench.lock python bench/encode_speed.py --run runs/demo
     flock /tmp/seqvae-bench.lock python bench/encode_speed.py --run runs/demo --small 150000 --large 1500000
+    flock /tmp/seqvae-bench.lock python bench/encode_speed.py --matmul-only   # the arithmetic ceiling
 
 1. Speed: writes ``--data`` (default: the 176,074 MOSES test molecules) to a ``.smi`` file, runs
    ``seqvae encode RUN FILE --out z.npy``, then the same with a run of MOSES's own architecture
@@ -113,6 +114,24 @@ def _moses_architecture_run(run_dir: str, env: dict) -> str:
     return run_dir
 
 
+def matmul_rates() -> list[str]:
+    """TensorFlow's float32 matmul GFLOP/s (best of 20) on a square and the GRU-256 encoder's
+    per-step shapes: the arithmetic ceiling the encoder rows compare with."""
+    import tensorflow as tf
+
+    matmul, lines = tf.function(tf.matmul), []
+    for m, k, n in ((2048, 2048, 2048), (1000, 256, 768), (4000, 256, 768)):
+        a, b = tf.random.normal([m, k]), tf.random.normal([k, n])
+        matmul(a, b).numpy()
+        best = float("inf")
+        for _ in range(20):
+            started = time.perf_counter()
+            matmul(a, b).numpy()
+            best = min(best, time.perf_counter() - started)
+        lines.append(f"float32 matmul {m}x{k} @ {k}x{n}: {2 * m * k * n / best / 1e9:.0f} GFLOP/s")
+    return lines
+
+
 def _write_lines(source: str, path: str, limit: int) -> int:
     from seqvae.data import sources
 
@@ -129,11 +148,13 @@ def _write_lines(source: str, path: str, limit: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, help="trained run directory")
+    parser.add_argument("--run", help="trained run directory (required but for --matmul-only)")
     parser.add_argument("--data", default="moses:test", help="molecules for the speed rows")
     parser.add_argument("--small", type=int, default=150_000, help="lines of the small memory run")
     parser.add_argument("--large", type=int, default=1_500_000, help="lines of the large one")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--matmul-only", action="store_true",
+                        help="print only TensorFlow's matmul rates (the arithmetic ceiling)")
     parser.add_argument("--output-dir", default="bench/encode_speed_out")
     parser.add_argument("--worker", choices=("moses",), help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=512, help=argparse.SUPPRESS)
@@ -143,6 +164,11 @@ def main() -> None:
         print(json.dumps(moses_worker(args.data, args.batch_size, args.threads)))
         return
 
+    if args.matmul_only:
+        print("\n".join(matmul_rates()))
+        return
+    if not args.run:
+        parser.error("--run is required")
     sys.path.insert(0, REPO)
     os.makedirs(args.output_dir, exist_ok=True)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
