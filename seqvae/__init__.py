@@ -24,3 +24,35 @@ __version__ = "0.1.0"
 # (bench/kernel_time.py). Read when TensorFlow makes its first CPU tensor, so it is set here,
 # before any seqvae module imports TensorFlow; TF_CPU_ALLOCATOR_USE_BFC=false restores glibc.
 _os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
+def _keep_freed_heap_memory() -> None:
+    """Has glibc keep freed heap memory for the next allocation instead of giving it back.
+
+    Where oneDNN does not take TensorFlow's CPU matrix products (AMD CPUs without AVX-512, for
+    one), Eigen computes them and allocates its packing buffers with glibc malloc, not the BFC
+    allocator; glibc hands the freed top of the heap back to the kernel, and the next product
+    faults it in again, page by page. On a 2-core AMD EPYC the demo spent 26% of its CPU time in
+    the kernel (9.3 million page faults in 60 steps); with these settings 5% (286,000) and 50%
+    more molecules a second, the same losses (bench/kernel_time.py). Values set through glibc's
+    own ``MALLOC_*_`` variables are left alone; ``SEQVAE_MALLOPT=0`` turns this off. Nothing
+    happens on a libc without ``mallopt`` (macOS).
+    """
+    if _os.environ.get("SEQVAE_MALLOPT") == "0" or any(
+            name.startswith("MALLOC_") for name in _os.environ):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    trim_threshold, top_pad, mmap_threshold = -1, -2, -3  # glibc's M_* parameter numbers
+    mallopt(trim_threshold, 1 << 30)
+    mallopt(top_pad, 64 << 20)
+    if not mallopt(mmap_threshold, 256 << 20):  # above glibc's maximum on some builds
+        mallopt(mmap_threshold, 32 << 20)
+
+
+_keep_freed_heap_memory()
