@@ -9,8 +9,11 @@ faults (each one a 4 KiB page the kernel maps and zeroes), context switches and 
 training rate comes from the run's ``metrics.jsonl``, after the first logged step (tracing
 excluded). Configurations run in turns, A B A B ..., so load changes fall on each alike:
 
-- ``glibc malloc``: TensorFlow's default CPU allocator (``TF_CPU_ALLOCATOR_USE_BFC=false``);
-- ``TF BFC``: TensorFlow's BFC allocator, seqvae's default (``TF_CPU_ALLOCATOR_USE_BFC=true``);
+- ``glibc malloc``: TensorFlow's default CPU allocator (``TF_CPU_ALLOCATOR_USE_BFC=false``),
+  glibc as it comes (``SEQVAE_MALLOPT=0``);
+- ``TF BFC``: TensorFlow's BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``), glibc as it comes;
+- ``mallopt + TF BFC``: seqvae's default: BFC, and glibc told at import to keep freed heap memory
+  (Eigen's matmul buffers, which BFC does not serve; ``seqvae/__init__.py``);
 - ``tcmalloc`` / ``jemalloc``: preloaded over glibc (the allocator TensorFlow's performance guide
   suggests), where ``libtcmalloc_minimal.so.4`` / ``libjemalloc.so.2`` are installed.
 """
@@ -42,13 +45,15 @@ def _library(name: str) -> str | None:
 
 def configurations() -> list[tuple[str, dict]]:
     """(label, environment changes) of each allocator that can run here."""
-    configs = [("glibc malloc (TF default)", {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
-               ("TF BFC (seqvae default)", {"TF_CPU_ALLOCATOR_USE_BFC": "true"})]
+    glibc_as_is = {"SEQVAE_MALLOPT": "0"}
+    configs = [("glibc malloc (TF default)", {"TF_CPU_ALLOCATOR_USE_BFC": "false", **glibc_as_is}),
+               ("TF BFC, glibc as is", {"TF_CPU_ALLOCATOR_USE_BFC": "true", **glibc_as_is}),
+               ("mallopt + TF BFC (seqvae default)", {"TF_CPU_ALLOCATOR_USE_BFC": "true"})]
     for label, library in (("tcmalloc", "libtcmalloc_minimal.so.4"), ("jemalloc", "libjemalloc.so.2")):
         path = _library(library)
         if path:
             configs.append((f"{label} (LD_PRELOAD)", {"TF_CPU_ALLOCATOR_USE_BFC": "false",
-                                                      "LD_PRELOAD": path}))
+                                                      "LD_PRELOAD": path, **glibc_as_is}))
     return configs
 
 
@@ -87,7 +92,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20000,
                         help="molecules of MOSES train to prepare (-1: the demo's own)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds over the configurations")
-    parser.add_argument("--only", help="comma-separated labels' first words (glibc,TF,tcmalloc,...)")
+    parser.add_argument("--only", help="comma-separated labels' first words (glibc,TF,mallopt,tcmalloc,...)")
     parser.add_argument("--output", help="also write the results as JSON here")
     args = parser.parse_args()
 
