@@ -34,9 +34,9 @@ def _keep_freed_heap_memory() -> None:
     allocator; glibc hands the freed top of the heap back to the kernel, and the next product
     faults it in again, page by page. On a 2-core AMD EPYC the demo spent 26% of its CPU time in
     the kernel (9.3 million page faults in 60 steps); with these settings 5% (286,000) and 50%
-    more molecules a second, the same losses (``bench/kernel_time.py``, ``--only TF,mallopt``). Values set through glibc's
-    own ``MALLOC_*_`` variables are left alone; ``SEQVAE_MALLOPT=0`` turns this off. Nothing
-    happens on a libc without ``mallopt`` (macOS).
+    more molecules a second, the same losses (``bench/kernel_time.py --only TF,mallopt``).
+    Values set through glibc's own ``MALLOC_*_`` variables are left alone; ``SEQVAE_MALLOPT=0``
+    turns this off. Nothing happens on a libc without ``mallopt`` (macOS).
     """
     if _os.environ.get("SEQVAE_MALLOPT") == "0" or any(
             name.startswith("MALLOC_") for name in _os.environ):
