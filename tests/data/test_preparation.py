@@ -102,6 +102,16 @@ def test_kekulize_runs_model_kekule_smiles_and_read_aromatic_input(tmp_path):
     assert to_model_notation("CCO", "smiles", kekulize=True) == "CCO"
 
 
+def test_kekulize_skips_invalid_lines_with_their_line_numbers(tmp_path, capsys):
+    path = tmp_path / "data.smi"
+    path.write_text("c1ccccc1O\nC1CC\nc1cc[nH]c1\nc1cccc1\n")  # unclosed ring; no Kekule form
+    prepared = prepare_data(DataConfig(validation_fraction=0.0, kekulize=True), str(path))
+    assert prepared.skipped == 2 and prepared.line_numbers == [1, 3]
+    assert "skipped 2 invalid SMILES" in capsys.readouterr().err
+    with pytest.raises(SeqvaeError, match=r"data.smi:2: invalid SMILES 'C1CC'"):
+        prepare_data(DataConfig(kekulize=True), str(path), strict=True)
+
+
 def test_kekulize_acts_on_loaded_smiles_runs_only():
     assert DataConfig(kekulize=True).kekule
     assert not DataConfig(tokenizer="selfies", kekulize=True).kekule
