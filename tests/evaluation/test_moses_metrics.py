@@ -88,24 +88,6 @@ def test_internal_diversity_counts_duplicates_and_skips_invalid():
     assert math.isnan(moses_metrics.internal_diversity(["xx"]))
 
 
-def test_tanimoto_matches_rdkit_and_chunking(monkeypatch):
-    from rdkit import DataStructs
-    from rdkit.Chem import rdFingerprintGenerator
-
-    smiles = ["CCO", "CCN", "c1ccccc1", "Cc1ccccc1", "CC(=O)Oc1ccccc1C(=O)O", "C1CCNCC1", "CCCl"]
-    mols = [chemistry.to_mol(s) for s in smiles]
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=1024)
-    fps = [generator.GetFingerprint(m) for m in mols]
-    expected = np.array([DataStructs.BulkTanimotoSimilarity(fp, fps) for fp in fps])
-    monkeypatch.setattr(moses_metrics, "_MATRIX_ELEMENTS", 4)  # reference blocks of 2 rows or fewer
-    bits = moses_metrics._fingerprints(mols)
-    weights = np.full(len(mols), 1 / len(mols))
-    mean = moses_metrics._aggregate_tanimoto(bits, bits, agg="mean", ref_weights=weights)
-    np.testing.assert_allclose(mean, expected.mean(1), atol=1e-6)
-    nearest_other = moses_metrics._aggregate_tanimoto(bits[:2], bits[2:], agg="max")
-    np.testing.assert_allclose(nearest_other, expected[:2, 2:].max(1), atol=1e-6)
-
-
 def test_snn():
     # CCO's nearest in {CCO} is itself (1), CCN's is CCO (1/3): (1 + 1/3)/2
     assert moses_metrics.snn(["CCO", "CCN", "xx"], ["CCO"]) == pytest.approx(2 / 3, abs=1e-6)
