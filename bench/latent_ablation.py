@@ -64,6 +64,12 @@ RECIPES = {
     "kekule_beta0.1_molecule_bidir_gsoftmax": [
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true"],
+    # the demo recipe with cyclical KL annealing (Fu et al. 2019: four cycles of 500 steps, the
+    # weight rising 0 -> 0.3 over each first half): more of z used at the same final beta?
+    "kekule_beta0.3_molecule_bidir_gsoftmax_cyclical": [
+        "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
+        "model.encoder_bidirectional=true", "train.grammar_softmax=true",
+        "train.kl_schedule=cyclical", "train.kl_cycles=4"],
 }
 
 

@@ -120,3 +120,23 @@ def test_kekulize_acts_on_loaded_smiles_runs_only():
     prepared = prepare_data(DataConfig(tokenizer="char", kekulize=True, validation_fraction=0.0),
                             ["c1ccccc1", "CCO"])
     assert not prepared.codec.kekulize and "c" in prepared.vocab
+
+
+@pytest.mark.parametrize("tokenizer,kekulize,whole_split", [
+    ("smiles", False, True), ("smiles", True, False), ("selfies", False, False)])
+def test_moses_subsets_fit_the_whole_split_only_when_tokenizing_is_cheap(
+        monkeypatch, tokenizer, kekulize, whole_split):
+    from seqvae.data import sources
+
+    read = []
+    original = sources.read_sequences
+
+    def recording(source, column="SMILES", limit=0):
+        read.append((source, limit))
+        return original(source, column, limit or 200)  # the "whole split": 200 lines, fast
+
+    monkeypatch.setattr(sources, "read_sequences", recording)
+    config = DataConfig(tokenizer=tokenizer, kekulize=kekulize, limit=50, validation_fraction=0.0)
+    prepared = prepare_data(config, "moses:train")
+    assert (("moses:train", 0) in read) == whole_split
+    assert len(prepared.ids) == 50
