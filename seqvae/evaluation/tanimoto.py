@@ -17,6 +17,7 @@ import numpy as np
 
 GEN_BLOCK = 256  # generated fingerprints per call
 REF_BLOCK = 32768  # reference fingerprints per call: (GEN_BLOCK, REF_BLOCK) float32 = 32 MB
+SMALLEST_BLOCKS = (32, 1024)  # small sets are padded up to these: one compilation serves them all
 
 
 def aggregate_tanimoto(gen_bits: np.ndarray, ref_bits: np.ndarray, *, agg: str, p: int = 1,
@@ -38,7 +39,8 @@ def aggregate_tanimoto(gen_bits: np.ndarray, ref_bits: np.ndarray, *, agg: str, 
     gen, ref = _words(gen_bits), _words(ref_bits)
     weights = (np.zeros(len(ref), np.float32) if agg == "max"
                else np.asarray(ref_weights, np.float32))
-    rows, cols = _block_size(len(gen), GEN_BLOCK), _block_size(len(ref), REF_BLOCK)
+    rows = _block_size(len(gen), SMALLEST_BLOCKS[0], GEN_BLOCK)
+    cols = _block_size(len(ref), SMALLEST_BLOCKS[1], REF_BLOCK)
     block = _block_function(agg, p)
     result = np.zeros(len(gen), np.float64)
     for start in range(0, len(ref), cols):
@@ -67,9 +69,10 @@ def _words(packed: np.ndarray) -> np.ndarray:
     return packed.view(np.uint64)
 
 
-def _block_size(count: int, largest: int) -> int:
-    """The smallest power of two >= ``count``, at most ``largest``: few shapes, few compilations."""
-    return min(largest, 1 << max(0, count - 1).bit_length())
+def _block_size(count: int, smallest: int, largest: int) -> int:
+    """The power of two >= ``count`` clipped to [smallest, largest]: few shapes, few
+    compilations."""
+    return min(largest, max(smallest, 1 << max(0, count - 1).bit_length()))
 
 
 def _padded(array: np.ndarray, size: int) -> np.ndarray:

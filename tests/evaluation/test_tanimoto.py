@@ -36,6 +36,7 @@ def test_tanimoto_matches_rdkit_on_molecules():
 def test_blocks_and_padding_give_the_definition(monkeypatch, blocks):
     monkeypatch.setattr(tanimoto, "GEN_BLOCK", blocks[0])
     monkeypatch.setattr(tanimoto, "REF_BLOCK", blocks[1])
+    monkeypatch.setattr(tanimoto, "SMALLEST_BLOCKS", (min(32, blocks[0]), min(1024, blocks[1])))
     rng = np.random.default_rng(0)
     gen = np.packbits(rng.random((37, 1024)) < 0.05, axis=1)
     ref = np.packbits(rng.random((53, 1024)) < 0.05, axis=1)
