@@ -121,7 +121,8 @@ class EncodedTexts:
 
 def encode_texts(codec: TextCodec, texts: Sequence[str], *, on_error: str = "raise",
                  check_molecules: bool = True, source: str = "input",
-                 line_numbers: Sequence[int] | None = None) -> EncodedTexts:
+                 line_numbers: Sequence[int] | None = None,
+                 notations: Sequence[str | None] | None = None) -> EncodedTexts:
     """Encodes texts with a run's vocabulary: the one path from text to ids.
 
     A row is left out (``on_error="skip"``) or reported (``"raise"``) when it is not a valid
@@ -135,6 +136,8 @@ def encode_texts(codec: TextCodec, texts: Sequence[str], *, on_error: str = "rai
         ``"skip_invalid"`` (leave out invalid molecules, raise on anything else).
       check_molecules: parse molecules with RDKit first (off for data known to be valid).
       source, line_numbers: how messages name a row (default: 1-based input position).
+      notations: each text already in the model's notation (None where it could not be
+        converted), as ``prepare_data`` converts SELFIES runs' texts once for fitting and encoding.
 
     Returns:
       ``EncodedTexts``; ``messages`` lists the rows left out.
@@ -143,7 +146,7 @@ def encode_texts(codec: TextCodec, texts: Sequence[str], *, on_error: str = "rai
         raise ValueError(f'on_error must be "raise", "skip" or "skip_invalid", got {on_error!r}')
     lines = list(line_numbers) if line_numbers is not None else list(range(1, len(texts) + 1))
     tokenizer = get_tokenizer(codec.tokenizer)
-    invalid, notations = set(), None
+    invalid = set()
     if codec.molecules and check_molecules:
         if codec.kekulize and codec.tokenizer == "smiles":  # one parse checks and converts
             rows, notations = chemistry.checked_kekule_smiles(texts)
@@ -251,9 +254,13 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
             invalid = invalid_smiles_rows(seqs.texts, name)
             _report_invalid(seqs, invalid, strict)
         seqs = _without_rows(seqs, invalid)
-    codec = codec or _fit_codec(config, seqs)
+    notations = None
+    if name == "selfies":  # converted once for fitting and encoding (selfies: 0.5 ms a molecule)
+        notations = [_notation_or_none(text, name) for text in seqs.texts]
+    codec = codec or _fit_codec(config, seqs, notations)
     encoded = encode_texts(codec, seqs.texts, on_error="raise", check_molecules=False,
-                           source=seqs.source, line_numbers=seqs.line_numbers)
+                           source=seqs.source, line_numbers=seqs.line_numbers,
+                           notations=notations)
     train_index, val_index = batching.validation_split(len(encoded.ids), config.validation_fraction,
                                                        seed)
     return PreparedData(codec, encoded, train_index, val_index, seqs.source, len(invalid),
@@ -281,8 +288,19 @@ def _without_rows(seqs: sources.Sequences, rows: list[int]) -> sources.Sequences
                              seqs.source)
 
 
-def _fit_codec(config: DataConfig, seqs: sources.Sequences) -> TextCodec:
-    """Vocabulary and length fitted to the data (one-hot arrays: their classes)."""
+def _notation_or_none(text: str, tokenizer: str) -> str | None:
+    """``to_model_notation`` of a text, or None where it cannot be converted (encoding then
+    names the line and the problem)."""
+    try:
+        return to_model_notation(text, tokenizer)
+    except SeqvaeError:
+        return None
+
+
+def _fit_codec(config: DataConfig, seqs: sources.Sequences,
+               notations: Sequence[str | None] | None = None) -> TextCodec:
+    """Vocabulary and length fitted to the data (one-hot arrays: their classes); ``notations``
+    as in ``encode_texts``."""
     if seqs.one_hot_classes:
         vocab = Vocabulary([str(c) for c in range(seqs.one_hot_classes)])
         longest = max(len(text.split()) for text in seqs.texts)
@@ -296,11 +314,13 @@ def _fit_codec(config: DataConfig, seqs: sources.Sequences) -> TextCodec:
         # runs: each of the 1.58M molecules would be converted first (RDKit 0.15 ms, selfies
         # 0.5 ms a molecule: 4 and 13 minutes); their test molecules with a token the subset
         # lacks, or longer, are left out of the VAE measures with a note.
-        seqs = sources.read_sequences("moses:train")
+        seqs, notations = sources.read_sequences("moses:train"), None
     token_lists = []
-    for text in seqs.texts:
+    for row, text in enumerate(seqs.texts):
+        notation = notations[row] if notations is not None else None
         try:
-            token_lists.append(tokenizer.tokenize(to_model_notation(text, name, config.kekule)))
+            token_lists.append(tokenizer.tokenize(
+                notation if notation is not None else to_model_notation(text, name, config.kekule)))
         except SeqvaeError:
             continue  # not convertible: reported when the row is encoded
     if not token_lists:

@@ -140,3 +140,21 @@ def test_moses_subsets_fit_the_whole_split_only_when_tokenizing_is_cheap(
     prepared = prepare_data(config, "moses:train")
     assert (("moses:train", 0) in read) == whole_split
     assert len(prepared.ids) == 50
+
+
+def test_selfies_runs_convert_each_molecule_once(monkeypatch, tmp_path):
+    from seqvae.data import tokenizers
+
+    calls = []
+    original = tokenizers.SelfiesTokenizer.from_smiles
+    monkeypatch.setattr(tokenizers.SelfiesTokenizer, "from_smiles",
+                        staticmethod(lambda smiles: calls.append(smiles) or original(smiles)))
+    path = tmp_path / "data.smi"
+    path.write_text("CCO\nc1ccccc1\nC1CC\nCC(=O)N\n")  # line 3 is invalid: skipped, not converted
+    prepared = prepare_data(DataConfig(tokenizer="selfies", validation_fraction=0.0), str(path))
+    assert sorted(calls) == sorted(["CCO", "c1ccccc1", "CC(=O)N"])
+    assert prepared.line_numbers == [1, 2, 4] and prepared.texts[1] == "c1ccccc1"
+    from seqvae.data.chemistry import canonical_smiles
+
+    back = ids_to_texts(prepared.codec, prepared.ids)  # decoded to SMILES
+    assert [canonical_smiles(text) for text in back] == ["CCO", "c1ccccc1", "CC(N)=O"]
