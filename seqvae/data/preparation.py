@@ -16,7 +16,7 @@ import numpy as np
 
 from seqvae.config import DataConfig
 from seqvae.data import batching, chemistry, sources
-from seqvae.data.tokenizers import SelfiesTokenizer, get_tokenizer
+from seqvae.data.tokenizers import SELFIES_PATTERN, SelfiesTokenizer, get_tokenizer
 from seqvae.data.vocabulary import PAD_ID, Vocabulary
 from seqvae.errors import SeqvaeError
 
@@ -46,8 +46,10 @@ class TextCodec:
 
 
 def is_selfies(text: str) -> bool:
-    """Whether a molecule text is already SELFIES (it starts with a bracketed symbol)."""
-    return text.startswith("[")
+    """Whether a molecule text is already SELFIES: nothing but bracketed symbols and dots (a
+    SMILES such as ``[H]N=C1...`` that only starts with a bracket atom is not; one made of
+    bracket atoms only, such as ``[Na+].[Cl-]``, is the same molecule read either way)."""
+    return bool(text) and SELFIES_PATTERN.fullmatch(text) is not None
 
 
 def to_model_notation(text: str, tokenizer: str, kekulize: bool = False) -> str:

@@ -23,7 +23,7 @@ SMILES_PATTERN = (
 _SMILES_REGEX = re.compile(SMILES_PATTERN + "|.", re.DOTALL)
 # A SELFIES string is a run of bracketed symbols and "." separators; selfies.split_selfies
 # silently drops or merges anything else, so we check first to keep the round trip exact.
-_SELFIES_REGEX = re.compile(r"(?:\[[^\[\]]*\]|\.)*")
+SELFIES_PATTERN = re.compile(r"(?:\[[^\[\]]*\]|\.)*")  # a whole SELFIES string
 _SELFIES_SYMBOL = re.compile(r"\[[^\[\]]*\]|\.")
 
 
@@ -87,7 +87,7 @@ class SelfiesTokenizer:
         Raises:
             SeqvaeError: If ``text`` is not a sequence of ``[...]`` symbols and ``.``.
         """
-        if not _SELFIES_REGEX.fullmatch(text):
+        if not SELFIES_PATTERN.fullmatch(text):
             raise SeqvaeError(
                 f"not a SELFIES string: {_shorten(text)!r}; convert SMILES with "
                 "SelfiesTokenizer.from_smiles first"

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from seqvae.config import DataConfig
-from seqvae.data.preparation import (TextCodec, encode_texts, ids_to_texts, prepare_data,
-                                     to_model_notation)
+from seqvae.data.preparation import (TextCodec, encode_texts, ids_to_texts, invalid_smiles_rows,
+                                     is_selfies, prepare_data, to_model_notation)
 from seqvae.data.tokenizers import SelfiesTokenizer
 from seqvae.data.vocabulary import EOS_ID, PAD_ID, UNK_ID, Vocabulary
 from seqvae.errors import SeqvaeError
@@ -140,6 +140,14 @@ def test_moses_subsets_fit_the_whole_split_only_when_tokenizing_is_cheap(
     prepared = prepare_data(config, "moses:train")
     assert (("moses:train", 0) in read) == whole_split
     assert len(prepared.ids) == 50
+
+
+def test_smiles_that_start_with_a_bracket_atom_are_not_taken_for_selfies():
+    # MOSES train line 7976: a SELFIES run once refused it as "not a SELFIES string"
+    smiles = "[H]N=c1c(C#N)c(C)c(C(=O)OCC)nn1-c1ccc(C)cc1"
+    assert not is_selfies(smiles) and is_selfies("[C][=O]") and not is_selfies("")
+    assert to_model_notation(smiles, "selfies") == SelfiesTokenizer.from_smiles(smiles)
+    assert invalid_smiles_rows([smiles, "[C][C]", "[H]C1"], "selfies") == [2]
 
 
 def test_selfies_runs_convert_each_molecule_once(monkeypatch, tmp_path):
