@@ -102,18 +102,24 @@ def measure(run_dir: str, args) -> dict:
 
     run = load_run(run_dir)
     test = read_sequences("moses:test").texts
-    row = {}
-    greedy = inference.reconstruct(run, test[:args.recon], num_samples=0)
+    # A run whose vocabulary was fitted on its training subset (Kekule, SELFIES) may not encode
+    # every test molecule (a rare token, a longer string): the measures take the first ones it
+    # can encode, and the row counts those passed over.
+    wanted = max(args.recon, args.kusner, args.quality)
+    encoded = inference.encode_ids(run, test[:2 * wanted], skip=True)
+    held = encoded.texts[:wanted]
+    row = {"test_left_out": int(encoded.kept[len(held) - 1]) + 1 - len(held)}
+    greedy = inference.reconstruct(run, held[:args.recon], num_samples=0)
     row["recon_greedy"] = greedy["exact_match_mean_z"]
     row["token_acc"] = greedy["token_accuracy_mean_z"]
-    row["recon_beam5"] = inference.reconstruct(run, test[:args.recon], num_samples=0,
+    row["recon_beam5"] = inference.reconstruct(run, held[:args.recon], num_samples=0,
                                                beam_width=5)["exact_match_mean_z"]
-    kusner = reconstruction_protocol(run, test[:args.kusner], n_molecules=args.kusner)
+    kusner = reconstruction_protocol(run, held[:args.kusner], n_molecules=args.kusner)
     row["recon_kusner"] = kusner["reconstruction"]
-    paths = interpolation_protocol(run, test[:args.recon], n_pairs=100, steps=8)
+    paths = interpolation_protocol(run, held[:args.recon], n_pairs=100, steps=8)
     row["interp_valid"] = paths["valid_intermediates"]
     row["interp_distinct"] = paths["distinct_per_path"]
-    quality = vae_quality(run, test[:args.quality], iw_samples=2)
+    quality = vae_quality(run, held[:args.quality], iw_samples=2)
     row["kl"] = quality["kl"]
     row["active_units"] = quality["active_units"]
     row["latent_dim"] = quality["latent_dim"]
