@@ -92,7 +92,7 @@ def _block_function(agg: str, p: int):
         ones = tf.raw_ops.PopulationCount(x=words)  # uint8 per word
         return tf.reduce_sum(tf.cast(ones, tf.int32), axis=-1)
 
-    @tf.function(jit_compile=True, reduce_retracing=False)
+    @tf.function(jit_compile=True, autograph=False)  # no tensor-dependent Python control flow
     def block(gen, ref, weights, valid):
         shared = counts(tf.bitwise.bitwise_and(gen[:, None, :], ref[None, :, :]))  # (g, r)
         union = counts(gen)[:, None] + counts(ref)[None, :] - shared
