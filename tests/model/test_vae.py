@@ -17,11 +17,15 @@ from seqvae.training.objective import compute_losses
 @pytest.mark.parametrize("decoder_input", DECODER_INPUTS)
 @pytest.mark.parametrize("z_conditioning", Z_CONDITIONINGS)
 def test_every_weight_gets_a_gradient_eager_graph_xla(decoder_input, z_conditioning):
+    """Every decoder mode eagerly and in tf.function; under XLA with ``both`` conditionings,
+    whose graph holds the ops of ``init`` and ``concat`` together (an XLA compile per mode is
+    most of this test's time)."""
     config = tiny_config(decoder_input=decoder_input, z_conditioning=z_conditioning,
                          decoder_dropout=0.1)
     ids = doctor.example_batch(vocab_size=12, max_len=10)
-    reports = doctor.check_gradients(config, ids, vocab_size=12)
-    assert [r.execution for r in reports] == ["eager", "tf.function", "xla"]
+    executions = ["eager", "tf.function"] + (["xla"] if z_conditioning == "both" else [])
+    reports = doctor.check_gradients(config, ids, vocab_size=12, executions=tuple(executions))
+    assert [r.execution for r in reports] == executions
     for report in reports:
         assert report.problems == {}, report
         assert report.loss_matches_eager, report

@@ -21,33 +21,22 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
-from conftest import tiny_config, SMILES
-from seqvae.training import distribute
-from seqvae.training import doctor
-from seqvae.training.loop import build_training, make_train_step, train
-from seqvae.data.preparation import prepare_data
+from conftest import tiny_config, run_weights, SMILES
+from seqvae.training.loop import train
 
 config = tiny_config(encoder_bidirectional=True)
-config = dataclasses.replace(config, train=dataclasses.replace(config.train, batch_size=12,
-                                                               free_bits=0.05))
-prepared = prepare_data(config.data, SMILES)
-ids, lengths = prepared.ids, prepared.lengths
-plan = [np.arange(12), np.arange(12, 24)]
-results = []
-for strategy in (tf.distribute.get_strategy(),
-                 tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
-    model, optimizer, counters = build_training(config, prepared.max_len, len(prepared.vocab), 10,
-                                                strategy)
-    step = make_train_step(model, optimizer, config.train, 10, counters, strategy)
-    losses = [float(step(batch)["loss"])
-              for batch in distribute.distributed_batches(strategy, ids, lengths, plan, 8)]
-    results.append((losses, [v.numpy() for v in model.trainable_variables]))
-(one_loss, one_w), (two_loss, two_w) = results
+config = dataclasses.replace(config, train=dataclasses.replace(
+    config.train, batch_size=12, free_bits=0.05, max_steps=3, epochs=3))
+runs = {}
+for name, strategy in (("one", tf.distribute.get_strategy()),
+                       ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+    summary = train(config, sys.argv[2] + "-" + name, SMILES, strategy=strategy)
+    runs[name] = (summary, run_weights(sys.argv[2] + "-" + name))
+(one, one_w), (two, two_w) = runs["one"], runs["two"]
 diff = max(float(np.abs(a - b).max()) for a, b in zip(one_w, two_w))
-summary = train(dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=3, epochs=3)),
-                sys.argv[2], SMILES, strategy=tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
-print(json.dumps({"one": one_loss, "two": two_loss, "weight_diff": diff,
-                  "replicas": summary["replicas"], "steps": summary["steps"]}))
+print(json.dumps({"one": one["last"]["loss"], "two": two["last"]["loss"], "weight_diff": diff,
+                  "replicas": [one["replicas"], two["replicas"]],
+                  "steps": [one["steps"], two["steps"]]}))
 """
 
 
@@ -62,10 +51,11 @@ def test_mirrored_two_logical_devices_equal_one_device(tmp_path):
                              str(tmp_path / "run")], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    # Same global batch, same noise rows, global-batch averages: equal up to float summation order.
+    # The whole train() path on one device and on two replicas: same global batches, same noise
+    # rows, global-batch averages, so equal up to float summation order.
+    assert out["replicas"] == [1, 2] and out["steps"] == [3, 3]
     np.testing.assert_allclose(out["one"], out["two"], rtol=1e-5)
     assert out["weight_diff"] < 1e-5
-    assert out["replicas"] == 2 and out["steps"] == 3
 
 
 def _free_ports(count):
