@@ -149,9 +149,12 @@ def cmd_fit_prior(args) -> int:
     data = args.data or run.info.get("data_source") or "moses:train"
     if data in ("list", "array"):
         raise SeqvaeError(f"{args.run_dir} was trained on in-memory data: give DATA to fit to")
-    prior = inference.fit_prior(run, data, limit=args.limit)
-    scale = np.sqrt(np.sum(prior.scale_tril ** 2, axis=1))
-    print(f"fitted the prior to {prior.sequences} encodings of {prior.source}: |mean| "
+    prior = inference.fit_prior(run, data, limit=args.limit, components=args.components)
+    scale = np.sqrt(np.diag(prior.covariance))
+    shape = ("a Gaussian" if prior.components == 1 else
+             f"a mixture of {prior.components} Gaussians (weights "
+             f"{prior.weights.min():.3f}-{prior.weights.max():.3f})")
+    print(f"fitted {shape} to {prior.sequences} encodings of {prior.source}: |mean| "
           f"{np.linalg.norm(prior.mean):.2f}, per-dimension sd {scale.min():.2f}-{scale.max():.2f} "
           f"(N(0, I): 0, 1); sample from it with --prior fitted", file=sys.stderr)
     return 0
@@ -541,12 +544,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_grammar_option(p)
     _add_prior_option(p)
 
-    p = command("fit-prior", cmd_fit_prior, "fit a Gaussian to the run's aggregate posterior "
-                "(ex-post density estimation), for sample/evaluate --prior fitted")
+    p = command("fit-prior", cmd_fit_prior, "fit a Gaussian (or a mixture) to the run's "
+                "aggregate posterior (ex-post density estimation), for sample/evaluate --prior fitted")
     p.add_argument("run_dir")
     p.add_argument("data", nargs="?", help="sequences to encode (default: the run's training "
                    "source)")
     p.add_argument("--limit", type=int, default=50_000, help="first N sequences (0: all)")
+    p.add_argument("--components", type=int, default=1,
+                   help="Gaussians in the mixture (1: the moment-matched Gaussian; Ghosh et al. "
+                   "2020 fit 10), fitted by EM")
 
     p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim), "
                 "streaming any number of lines")

@@ -107,24 +107,25 @@ def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy:
     """
     z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
     if prior == "fitted":
-        z = latent_prior.load(run.run_dir).transform(z)
+        z = latent_prior.load(run.run_dir).transform(z, seed)
     elif prior != "standard":
         raise SeqvaeError(f"prior must be one of {', '.join(latent_prior.PRIORS)}, got {prior!r}")
     return decode(run, z, greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                   batch_size=batch_size, progress=progress, verb="sampled", grammar=grammar)
 
 
-def fit_prior(run: Run, data="moses:train", limit: int = 50_000,
-              batch_size: int = 1000) -> latent_prior.FittedPrior:
-    """Fits ``seqvae.latent_prior`` to the encodings of the first ``limit`` sequences of
-    ``data`` (the run's training source by default) and saves it in the run directory."""
+def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int = 1000,
+              components: int = 1) -> latent_prior.FittedPrior:
+    """Fits ``seqvae.latent_prior`` (a Gaussian, or a mixture of ``components``) to the
+    encodings of the first ``limit`` sequences of ``data`` (the run's training source by
+    default) and saves it in the run directory."""
     seqs = sources.read_sequences(data, run.config.data.column, limit=limit)
     encoded = encode_texts(run.codec, seqs.texts, on_error="skip", source=seqs.source,
                            check_molecules=False)
     if not len(encoded.ids):
         raise SeqvaeError(f"{seqs.source}: nothing to fit the prior to (no line can be encoded)")
     mean, log_var = encode_batches(run, encoded.ids, batch_size)
-    prior = latent_prior.fit(mean, log_var, seqs.source)
+    prior = latent_prior.fit(mean, log_var, seqs.source, components=components)
     latent_prior.save(run.run_dir, prior)
     return prior
 

@@ -11,7 +11,13 @@ the first two moments of ``q(z)`` (for diagonal posteriors ``N(mu_i, diag(sigma_
     cov  = cov_i(mu_i) + diag(mean_i sigma_i^2)
 
 and samples ``z = mean + L eps`` with ``L L^T = cov`` and the same ``eps`` as the standard prior
-(``decoding.prior_z``), so a seed draws the same noise under either prior. It is stored as
+(``decoding.prior_z``), so a seed draws the same noise under either prior.
+
+With ``components`` K > 1 it fits a mixture of K full-covariance Gaussians instead (Ghosh et al.
+fit a 10-component mixture), by expectation-maximisation on the posterior means, each
+component's covariance widened by the mean posterior variance of the encodings it holds (the
+formula above, weighted by responsibilities; K = 1 is exactly that Gaussian). A sample first
+draws its component (from the seed), then ``z = mean_k + L_k eps``. Stored as
 ``RUN_DIR/latent_prior.npz`` (plain arrays, no pickle).
 """
 
@@ -27,61 +33,155 @@ from seqvae.errors import SeqvaeError
 
 FILENAME = "latent_prior.npz"
 PRIORS = ("standard", "fitted")
+_JITTER = 1e-6  # added to every covariance's diagonal: numerically positive definite
 
 
 @dataclass(frozen=True)
 class FittedPrior:
-    """A full-covariance Gaussian over z.
+    """A mixture of K full-covariance Gaussians over z (K = 1: one Gaussian).
 
     Attributes:
-      mean: float64 ``(L,)``.
-      scale_tril: float64 ``(L, L)`` lower-triangular, ``scale_tril @ scale_tril.T`` = cov.
+      weights: float64 ``(K,)``, summing to 1.
+      means: float64 ``(K, L)``.
+      scale_trils: float64 ``(K, L, L)`` lower-triangular, ``L_k @ L_k.T`` = component k's cov.
       sequences: how many encodings it was fitted to.
       source: what they were (e.g. ``moses:train``).
     """
 
-    mean: np.ndarray
-    scale_tril: np.ndarray
+    weights: np.ndarray
+    means: np.ndarray
+    scale_trils: np.ndarray
     sequences: int
     source: str
 
-    def transform(self, eps: np.ndarray) -> np.ndarray:
-        """Standard-normal noise ``(N, L)`` -> samples ``(N, L)`` float32."""
-        return (self.mean + eps.astype(np.float64) @ self.scale_tril.T).astype(np.float32)
+    @property
+    def components(self) -> int:
+        return len(self.weights)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """The mixture's mean ``(L,)``."""
+        return self.weights @ self.means
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """The mixture's covariance ``(L, L)``."""
+        within = np.einsum("k,kij,klj->il", self.weights, self.scale_trils, self.scale_trils)
+        centred = self.means - self.mean
+        return within + np.einsum("k,ki,kj->ij", self.weights, centred, centred)
+
+    def choose(self, count: int, seed: int = 0) -> np.ndarray:
+        """The component of each of ``count`` samples ``(count,)`` int, drawn from ``seed``."""
+        if self.components == 1:
+            return np.zeros(count, np.int64)
+        uniform = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED]).random(count)
+        return np.minimum(np.searchsorted(np.cumsum(self.weights), uniform, side="right"),
+                          self.components - 1)
+
+    def transform(self, eps: np.ndarray, seed: int = 0) -> np.ndarray:
+        """Standard-normal noise ``(N, L)`` -> samples ``(N, L)`` float32; ``seed`` draws the
+        components (unused for one Gaussian)."""
+        eps = np.asarray(eps, np.float64)
+        component = self.choose(len(eps), seed)
+        z = self.means[component] + np.einsum("nij,nj->ni", self.scale_trils[component], eps)
+        return z.astype(np.float32)
 
 
-def fit(means: np.ndarray, log_vars: np.ndarray, source: str) -> FittedPrior:
-    """The moment-matched Gaussian of the aggregate posterior of encodings ``(N, L)``."""
+def fit(means: np.ndarray, log_vars: np.ndarray, source: str, components: int = 1,
+        seed: int = 0, max_iterations: int = 100, tolerance: float = 1e-3) -> FittedPrior:
+    """The moment-matched Gaussian (``components`` 1) or a K-component mixture fitted by EM to
+    the aggregate posterior of encodings ``means``, ``log_vars`` ``(N, L)``; EM starts from K
+    encodings drawn by ``seed`` (k-means++) and stops when the mean log-likelihood gains less
+    than ``tolerance`` nats."""
     means = np.asarray(means, np.float64)
+    variances = np.exp(np.asarray(log_vars, np.float64))
     if means.ndim != 2 or len(means) < 2:
         raise SeqvaeError(f"fitting a prior needs at least 2 encodings, got {len(means)}")
-    cov = np.cov(means, rowvar=False) + np.diag(np.exp(np.asarray(log_vars, np.float64)).mean(0))
-    cov += 1e-6 * np.eye(len(cov))  # numerically positive definite
-    return FittedPrior(means.mean(0), np.linalg.cholesky(cov), len(means), source)
+    if components < 1 or components > len(means):
+        raise SeqvaeError(f"a prior of {components} components needs 1 to {len(means)} "
+                          f"components (one per encoding at most)")
+    if components == 1:
+        return _prior(np.ones((len(means), 1)), means, variances, source)
+    resp = _initial_responsibilities(means, components, seed)
+    previous = -np.inf
+    for _ in range(max_iterations):
+        prior = _prior(resp, means, variances, source)
+        log_joint = _log_joint(prior, means)  # (N, K)
+        top = log_joint.max(axis=1, keepdims=True)
+        log_total = top[:, 0] + np.log(np.exp(log_joint - top).sum(axis=1))
+        resp = np.exp(log_joint - log_total[:, None])
+        likelihood = float(log_total.mean())
+        if likelihood - previous < tolerance:
+            break
+        previous = likelihood
+    return _prior(resp, means, variances, source)
+
+
+def _prior(resp: np.ndarray, means: np.ndarray, variances: np.ndarray, source: str) -> FittedPrior:
+    """The M-step: weights, means and widened covariances from responsibilities ``(N, K)``."""
+    counts = resp.sum(axis=0) + 1e-12  # (K,)
+    centres = resp.T @ means / counts[:, None]  # (K, L)
+    trils = []
+    for k in range(resp.shape[1]):
+        centred = means - centres[k]
+        cov = (resp[:, k, None] * centred).T @ centred / counts[k]
+        cov += np.diag(resp[:, k] @ variances / counts[k] + _JITTER)
+        trils.append(np.linalg.cholesky(cov))
+    return FittedPrior(counts / counts.sum(), centres, np.stack(trils), len(means), source)
+
+
+def _log_joint(prior: FittedPrior, x: np.ndarray) -> np.ndarray:
+    """``log w_k + log N(x_i | mean_k, cov_k)`` ``(N, K)``."""
+    out = np.empty((len(x), prior.components))
+    for k in range(prior.components):
+        tril = prior.scale_trils[k]
+        y = (x - prior.means[k]) @ np.linalg.inv(tril).T  # L^-1 (x - mean)
+        log_det = 2.0 * np.log(np.diag(tril)).sum()
+        out[:, k] = (np.log(prior.weights[k]) - 0.5 * (y * y).sum(axis=1)
+                     - 0.5 * (log_det + x.shape[1] * np.log(2.0 * np.pi)))
+    return out
+
+
+def _initial_responsibilities(x: np.ndarray, components: int, seed: int) -> np.ndarray:
+    """Hard assignments ``(N, K)`` to the nearest of K centres chosen by k-means++."""
+    rng = np.random.default_rng(seed)
+    centres = [x[rng.integers(len(x))]]
+    nearest = ((x - centres[0]) ** 2).sum(axis=1)
+    for _ in range(components - 1):
+        centres.append(x[rng.choice(len(x), p=nearest / nearest.sum())])
+        nearest = np.minimum(nearest, ((x - centres[-1]) ** 2).sum(axis=1))
+    centres = np.stack(centres)
+    distances = (centres ** 2).sum(axis=1) - 2.0 * x @ centres.T  # + |x|^2, the same for all
+    return np.eye(components)[distances.argmin(axis=1)]
 
 
 def save(run_dir: str, prior: FittedPrior) -> str:
     """Writes ``RUN_DIR/latent_prior.npz`` atomically; returns its path."""
     path = os.path.join(run_dir, FILENAME)
     with files.atomic_path(path, suffix=".npz") as tmp:
-        np.savez(tmp, mean=prior.mean, scale_tril=prior.scale_tril,
+        np.savez(tmp, weights=prior.weights, means=prior.means, scale_trils=prior.scale_trils,
                  sequences=np.int64(prior.sequences), source=np.str_(prior.source))
     return path
 
 
 def load(run_dir: str) -> FittedPrior:
-    """Reads the run's fitted prior; a one-line error when it has none or it is damaged."""
+    """Reads the run's fitted prior (also the one-Gaussian files of earlier versions: ``mean``,
+    ``scale_tril``); a one-line error when it has none or it is damaged."""
     path = os.path.join(run_dir, FILENAME)
     if not os.path.exists(path):
         raise SeqvaeError(f"{run_dir}: no fitted prior; run `seqvae fit-prior {run_dir}` first")
     try:
         with np.load(path, allow_pickle=False) as data:
-            prior = FittedPrior(data["mean"], data["scale_tril"], int(data["sequences"]),
-                                str(data["source"]))
+            if "weights" in data:
+                weights, means, trils = data["weights"], data["means"], data["scale_trils"]
+            else:
+                weights, means, trils = np.ones(1), data["mean"][None], data["scale_tril"][None]
+            prior = FittedPrior(weights, means, trils, int(data["sequences"]), str(data["source"]))
     except (OSError, ValueError, KeyError) as error:
         raise SeqvaeError(f"{path}: cannot read the fitted prior ({error})") from None
-    size = len(prior.mean)
-    if prior.scale_tril.shape != (size, size) or not np.isfinite(prior.scale_tril).all():
-        raise SeqvaeError(f"{path}: damaged fitted prior (shapes {prior.mean.shape}, "
-                          f"{prior.scale_tril.shape})")
+    k, size = prior.means.shape if prior.means.ndim == 2 else (0, 0)
+    if (prior.weights.shape != (k,) or prior.scale_trils.shape != (k, size, size) or k < 1
+            or not all(np.isfinite(a).all() for a in (prior.weights, prior.means, prior.scale_trils))):
+        raise SeqvaeError(f"{path}: damaged fitted prior (shapes {prior.weights.shape}, "
+                          f"{prior.means.shape}, {prior.scale_trils.shape})")
     return prior

@@ -1,0 +1,74 @@
+"""Sampling from N(0, I) against priors fitted to the run's encodings (ex-post density estimation).
+
+    python bench/fitted_prior.py runs/ablation/kekule_beta0.03_molecule_bidir_gsoftmax --components 1,10
+
+A VAE trained with a small KL weight (a latent that carries the molecule) leaves "holes" in
+N(0, I) that no training molecule encodes to; Ghosh et al. 2020 sample instead from a density
+fitted to the encodings after training. For the standard prior and for a prior of each number
+of components (``seqvae fit-prior --components K`` on the first 50,000 MOSES training
+molecules), draws the same 10,000 samples' noise at T = 1.0 and prints validity, unique@10k,
+novelty and FCD against the first 10,000 MOSES test molecules (the latent ablation's measures),
+and the fit's time. Leaves the last fitted prior in the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--components", default="1,10", help="comma-separated mixture sizes")
+    parser.add_argument("--fit-limit", type=int, default=50_000, help="training encodings fitted")
+    parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    from seqvae import inference
+    from seqvae.data.chemistry import remove_invalid
+    from seqvae.data.sources import read_sequences
+    from seqvae.evaluation import moses_metrics
+    from seqvae.training import load_run
+
+    run = load_run(args.run_dir)
+    test = read_sequences("moses:test").texts[:10_000]
+    train_set = set(read_sequences("moses:train").texts)
+    rows = []
+    for name in ["standard"] + [f"fitted-{k}" for k in args.components.split(",")]:
+        row, started = {"prior": name}, time.monotonic()
+        if name != "standard":
+            inference.fit_prior(run, "moses:train", limit=args.fit_limit,
+                                components=int(name.split("-")[1]))
+            row["fit_s"] = round(time.monotonic() - started, 1)
+        samples = inference.sample(run, args.samples, temperature=1.0, seed=args.seed,
+                                   prior="standard" if name == "standard" else "fitted")
+        valid = remove_invalid(samples)
+        row.update(valid=moses_metrics.fraction_valid(samples),
+                   unique=moses_metrics.fraction_unique(valid, min(10_000, len(valid)),
+                                                        check_validity=False),
+                   novelty=moses_metrics.novelty(valid, train_set))
+        try:
+            row["fcd"] = moses_metrics.fcd(valid, test)
+        except moses_metrics.MissingExtraError:
+            row["fcd"] = None
+        rows.append({k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in row.items()})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(f"\n{args.run_dir}, {args.samples} samples at T = 1.0 each\n")
+    print("| prior | valid | unique@10k | novelty | FCD/Test (10k) | fit (s) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        fcd = "n/a" if row["fcd"] is None else f"{row['fcd']:.2f}"
+        print(f"| {row['prior']} | {row['valid']:.3f} | {row['unique']:.3f} | "
+              f"{row['novelty']:.3f} | {fcd} | {row.get('fit_s', '')} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
