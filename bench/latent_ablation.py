@@ -157,7 +157,7 @@ def measure(run_dir: str, args) -> dict:
             row["novelty"] = moses_metrics.novelty(valid, train_set)
             row["fcd_test"] = fcd(valid)
     if args.fitted_prior:  # z from the Gaussian fitted to 50k training encodings
-        inference.fit_prior(run, "moses:train", limit=50_000)
+        inference.fit_prior(run, "moses:train", limit=50_000, components=args.prior_components)
         samples = inference.sample(run, args.samples, temperature=1.0, seed=0, prior="fitted")
         row["valid_t1_fitted"] = moses_metrics.fraction_valid(samples)
         valid = remove_invalid(samples)
@@ -200,6 +200,8 @@ def main() -> int:
     parser.add_argument("--fitted-prior", action="store_true",
                         help="also sample from the prior fitted to the run's encodings "
                         "(seqvae fit-prior): valid, novelty and FCD")
+    parser.add_argument("--prior-components", type=int, default=1,
+                        help="Gaussians of the fitted prior (fit-prior --components)")
     parser.add_argument("--remeasure", action="store_true",
                         help="measure the recipes' existing runs again (after a change to "
                         "decoding), keeping their training time")
