@@ -89,10 +89,22 @@ class FittedPrior:
 
 def fit(means: np.ndarray, log_vars: np.ndarray, source: str, components: int = 1,
         seed: int = 0, max_iterations: int = 100, tolerance: float = 1e-3) -> FittedPrior:
-    """The moment-matched Gaussian (``components`` 1) or a K-component mixture fitted by EM to
-    the aggregate posterior of encodings ``means``, ``log_vars`` ``(N, L)``; EM starts from K
-    encodings drawn by ``seed`` (k-means++) and stops when the mean log-likelihood gains less
-    than ``tolerance`` nats."""
+    """The moment-matched Gaussian, or a K-component mixture fitted by EM, of the aggregate
+    posterior of a run's encodings.
+
+    Args:
+      means: posterior means ``(N, L)``.
+      log_vars: posterior log-variances ``(N, L)``.
+      source: what was encoded (kept in the file).
+      components: K; 1 gives the moment-matched Gaussian (no EM).
+      seed: draws EM's K starting centres (k-means++ seeding).
+      max_iterations, tolerance: EM stops after ``max_iterations`` or when the mean
+        log-likelihood per encoding gains less than ``tolerance`` nats (scikit-learn's
+        ``GaussianMixture`` defaults).
+
+    Raises:
+      SeqvaeError: fewer than 2 encodings, or K outside 1..N.
+    """
     means = np.asarray(means, np.float64)
     variances = np.exp(np.asarray(log_vars, np.float64))
     if means.ndim != 2 or len(means) < 2:
