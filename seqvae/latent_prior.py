@@ -83,8 +83,11 @@ class FittedPrior:
         components (unused for one Gaussian)."""
         eps = np.asarray(eps, np.float64)
         component = self.choose(len(eps), seed)
-        z = self.means[component] + np.einsum("nij,nj->ni", self.scale_trils[component], eps)
-        return z.astype(np.float32)
+        z = np.empty(eps.shape, np.float32)
+        for k in range(self.components):  # a product per component: no (N, L, L) gather
+            rows = component == k
+            z[rows] = self.means[k] + eps[rows] @ self.scale_trils[k].T
+        return z
 
 
 def fit(means: np.ndarray, log_vars: np.ndarray, source: str, components: int = 1,
