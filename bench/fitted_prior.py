@@ -31,10 +31,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
+    from latent_ablation import sample_measures  # bench/ is first on sys.path as a script
+
     from seqvae import inference
-    from seqvae.data.chemistry import remove_invalid
     from seqvae.data.sources import read_sequences
-    from seqvae.evaluation import moses_metrics
     from seqvae.training import load_run
 
     run = load_run(args.run_dir)
@@ -49,15 +49,7 @@ def main() -> int:
             row["fit_s"] = round(time.monotonic() - started, 1)
         samples = inference.sample(run, args.samples, temperature=1.0, seed=args.seed,
                                    prior="standard" if name == "standard" else "fitted")
-        valid = remove_invalid(samples)
-        row.update(valid=moses_metrics.fraction_valid(samples),
-                   unique=moses_metrics.fraction_unique(valid, min(10_000, len(valid)),
-                                                        check_validity=False),
-                   novelty=moses_metrics.novelty(valid, train_set))
-        try:
-            row["fcd"] = moses_metrics.fcd(valid, test)
-        except moses_metrics.MissingExtraError:
-            row["fcd"] = None
+        row.update(sample_measures(samples, train_set, test))
         rows.append({k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in row.items()})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(f"\n{args.run_dir}, {args.samples} samples at T = 1.0 each\n")

@@ -98,6 +98,30 @@ def train_recipe(name: str, overrides: list[str], steps: int, out: str) -> str:
     return run_dir
 
 
+def fcd_or_none(valid: list[str], test: list[str]) -> float | None:
+    """FCD of ``valid`` against ``test``; None without the optional fcd extra."""
+    from seqvae.evaluation import moses_metrics
+
+    try:
+        return moses_metrics.fcd(valid, test)
+    except moses_metrics.MissingExtraError:
+        return None
+
+
+def sample_measures(samples: list[str], train_set: set[str], test: list[str]) -> dict:
+    """Prior samples' ``valid`` fraction, and of the valid ones ``unique`` (@10k), ``novelty``
+    against ``train_set`` and ``fcd`` against ``test`` (None without the fcd extra)."""
+    from seqvae.data.chemistry import remove_invalid
+    from seqvae.evaluation import moses_metrics
+
+    valid = remove_invalid(samples)
+    return {"valid": moses_metrics.fraction_valid(samples),
+            "unique": moses_metrics.fraction_unique(valid, min(10000, len(valid)),
+                                                    check_validity=False),
+            "novelty": moses_metrics.novelty(valid, train_set),
+            "fcd": fcd_or_none(valid, test)}
+
+
 def measure(run_dir: str, args) -> dict:
     import numpy as np
 
@@ -131,38 +155,26 @@ def measure(run_dir: str, args) -> dict:
     row["kl"] = quality["kl"]
     row["active_units"] = quality["active_units"]
     row["latent_dim"] = quality["latent_dim"]
-    train_set = None
     test_fcd = test[:10000]
-
-    def fcd(valid):
-        try:
-            return moses_metrics.fcd(valid, test_fcd)
-        except moses_metrics.MissingExtraError:
-            return None
-
     from seqvae.data.chemistry import remove_invalid
 
     if run.grammar is not None and not run.config.train.grammar_softmax:
         unmasked = inference.sample(run, args.samples, temperature=1.0, seed=0, grammar=False)
         row["valid_t1_no_grammar"] = moses_metrics.fraction_valid(unmasked)
-        row["fcd_no_grammar"] = fcd(remove_invalid(unmasked))
-    for temperature in (1.0, 0.7):
-        samples = inference.sample(run, args.samples, temperature=temperature, seed=0)
-        row[f"valid_t{temperature:g}"] = moses_metrics.fraction_valid(samples)
-        if temperature == 1.0:
-            valid = remove_invalid(samples)
-            row["unique@10k"] = moses_metrics.fraction_unique(valid, min(10000, len(valid)),
-                                                              check_validity=False)
-            train_set = train_set or set(read_sequences("moses:train").texts)
-            row["novelty"] = moses_metrics.novelty(valid, train_set)
-            row["fcd_test"] = fcd(valid)
+        row["fcd_no_grammar"] = fcd_or_none(remove_invalid(unmasked), test_fcd)
+    train_set = set(read_sequences("moses:train").texts)
+    samples = inference.sample(run, args.samples, temperature=1.0, seed=0)
+    t1 = sample_measures(samples, train_set, test_fcd)
+    row.update({"valid_t1": t1["valid"], "unique@10k": t1["unique"], "novelty": t1["novelty"],
+                "fcd_test": t1["fcd"]})
+    samples = inference.sample(run, args.samples, temperature=0.7, seed=0)
+    row["valid_t0.7"] = moses_metrics.fraction_valid(samples)
     if args.fitted_prior:  # z from the Gaussian fitted to 50k training encodings
         inference.fit_prior(run, "moses:train", limit=50_000, components=args.prior_components)
         samples = inference.sample(run, args.samples, temperature=1.0, seed=0, prior="fitted")
-        row["valid_t1_fitted"] = moses_metrics.fraction_valid(samples)
-        valid = remove_invalid(samples)
-        row["novelty_fitted"] = moses_metrics.novelty(valid, train_set)
-        row["fcd_fitted"] = fcd(valid)
+        fitted = sample_measures(samples, train_set, test_fcd)
+        row.update({"valid_t1_fitted": fitted["valid"], "novelty_fitted": fitted["novelty"],
+                    "fcd_fitted": fitted["fcd"]})
     row["samples"] = args.samples
     return {k: (float(v) if isinstance(v, (np.floating,)) else v) for k, v in row.items()}
 
