@@ -97,7 +97,8 @@ class ExportModule(tf.Module):
 
     def _decode_with(self, z, greedy, temperature, seed):
         ids = decoding.sample_from_z(self.model, z, self.max_len, greedy=greedy,
-                                     temperature=temperature, seed=seed, grammar=self.grammar)
+                                     temperature=temperature, seed=seed, grammar=self.grammar,
+                                     compiled_mask=False)  # runs where TF has no XLA JIT
         return {"sequences": self._texts(ids)}
 
     def _decode(self, z):

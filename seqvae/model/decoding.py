@@ -224,11 +224,13 @@ def decoder_step_fn(decoder, z: tf.Tensor,
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
                   seed: tf.Tensor | None = None, compact: bool = True,
-                  grammar=None, beam_width: int = 0) -> tf.Tensor:
+                  grammar=None, beam_width: int = 0, compiled_mask: bool = True) -> tf.Tensor:
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
-    ``grammar``: a ``seqvae.model.grammar.SmilesGrammar`` whose mask the decoding obeys.
+    ``grammar``: a ``seqvae.model.grammar.SmilesGrammar`` whose mask the decoding obeys;
+    ``compiled_mask`` runs its state machine under XLA (the same masks, faster; see
+    ``SmilesGrammar.masked_step_fn``).
     ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
     """
     max_len = max_len or model.max_len
@@ -236,7 +238,8 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     start_id = model.bos_id if model.bos_id is not None else PAD_ID
     step, state = decoder_step_fn(model.decoder, z)
     if grammar is not None:
-        step, state = grammar.masked_step_fn(step, state, batch_size, max_len)
+        step, state = grammar.masked_step_fn(step, state, batch_size, max_len,
+                                             compiled=compiled_mask)
     if beam_width > 1:
         return beam_search(step, state, batch_size, max_len, beam_width, start_id=start_id,
                            eos_id=EOS_ID)[0]

@@ -161,6 +161,41 @@ def test_masked_random_decoding_always_parses(compact):
         assert sum(Chem.MolFromSmiles(t) is not None for t in raw) < batch // 2  # the mask mattered
 
 
+@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("in_graph", [False, True])
+def test_compiled_mask_decodes_what_the_plain_mask_decodes(compact, in_graph):
+    """The XLA-compiled state machine (rows padded to B while the compacting loop shrinks
+    the batch) gives the plain graph's masks, so the same samples; beam search too."""
+    vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br", "c1ccccc1O"])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    max_len, batch = 24, 50
+    step = _stub_step(len(vocab), seed=5)
+
+    def stepper(tokens, state):
+        logits, state = step(tokens, state)
+        ban = tf.constant([-1e9 if i in (PAD_ID, BOS_ID) else 0.0 for i in range(len(vocab))])
+        return logits + ban, state
+
+    def decode(compiled, beam):
+        masked_step, state = grammar.masked_step_fn(stepper, tf.zeros([batch], tf.int32), batch,
+                                                    max_len, compiled=compiled)
+        if beam:
+            return decoding.beam_search(masked_step, state, batch, max_len, 3, BOS_ID, EOS_ID)[0]
+        return decoding.decode_loop(masked_step, state, batch, max_len, BOS_ID, EOS_ID,
+                                    seed=tf.constant([4, 2]), compact=compact)
+
+    for beam in (False, True):
+        run = (lambda compiled: tf.function(lambda: decode(compiled, beam))()) if in_graph else (
+            lambda compiled: decode(compiled, beam))
+        plain, compiled = run(False).numpy(), run(True).numpy()
+        np.testing.assert_array_equal(plain, compiled)
+        assert (plain == EOS_ID).any(1).all()
+        if not beam:  # (the stub's logits ignore z: every row's beam finds the same sequence)
+            assert len({tuple(row) for row in plain}) > batch // 2  # real, varied sequences
+            lengths = (plain != PAD_ID).sum(1)
+            assert lengths.min() < lengths.max()  # rows finished at different steps
+
+
 def test_mask_compiles_under_xla_and_matches_eager():
     # Short strings, valid and not: XLA compiles the 12 unrolled steps (40 took minutes).
     texts = [t for t in VALID if len(TOKENIZER.tokenize(t)) < 12] + ["C(C", "C1CC", "C=(C)O",
