@@ -18,12 +18,14 @@ the file and line.
 from __future__ import annotations
 
 import csv
+import functools
 import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
+from seqvae import parallel
 from seqvae.data import chemistry
 from seqvae.errors import SeqvaeError
 
@@ -105,8 +107,26 @@ def rdkit_property(name: str) -> Callable[[str], float]:
     return _FUNCTIONS[name]
 
 
-def rdkit_properties(texts: Sequence[str], names: Sequence[str]) -> np.ndarray:
-    """float64 ``(N, P)``: each RDKit property of each SMILES; NaN rows for invalid molecules."""
+def rdkit_properties(texts: Sequence[str], names: Sequence[str],
+                     progress: Callable[[str], None] | None = None) -> np.ndarray:
+    """float64 ``(N, P)``: each RDKit property of each SMILES; NaN rows for invalid molecules.
+
+    From ``_PARALLEL_MIN`` molecules on, chunks are computed on every core
+    (``seqvae.parallel``); ``progress`` gets a line per chunk.
+    """
+    names = tuple(names)
+    for name in names:
+        rdkit_property(name)  # an unknown name fails here, in this process
+    chunks = parallel.map_chunks(functools.partial(_properties_of_chunk, names=names), list(texts),
+                                 progress or (lambda line: None), "properties", _PARALLEL_MIN)
+    return np.concatenate(chunks).reshape(len(texts), len(names))
+
+
+_PARALLEL_MIN = 5000  # molecules below which worker processes cost more than they save
+
+
+def _properties_of_chunk(texts: Sequence[str], names: tuple[str, ...]) -> np.ndarray:
+    """``rdkit_properties`` of one chunk, in this process (a worker's job)."""
     from rdkit import rdBase
 
     functions = [rdkit_property(name) for name in names]

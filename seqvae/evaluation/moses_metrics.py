@@ -22,7 +22,6 @@ import csv
 import dataclasses
 import functools
 import math
-import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seqvae import parallel
 from seqvae.data.chemistry import canonical_smiles, remove_invalid, to_mol
 from seqvae.data.moses import MOSES_HINT, moses_file
 from seqvae.data.sources import read_sequences
@@ -92,8 +92,9 @@ def _distinct(smiles: Sequence[str], parts: Sequence[str] = (), progress: Progre
     distinct = list(first.values())
     features: dict[str, Any] = {}
     if parts:
-        chunks = _map_chunks(functools.partial(_molecule_features, parts=tuple(parts)), distinct,
-                             progress or (lambda line: None), "generated", _PARALLEL_MIN_GEN)
+        chunks = parallel.map_chunks(functools.partial(_molecule_features, parts=tuple(parts)),
+                                     distinct, progress or (lambda line: None), "generated",
+                                     _PARALLEL_MIN_GEN)
         for part in parts:
             if part == "fingerprints":
                 features[part] = np.concatenate([c[part] for c in chunks])
@@ -243,57 +244,6 @@ def _reference_features(smiles: Sequence[str], base: bool, properties: bool,
     return features
 
 
-def _worker_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def _map_chunks(function: Callable[[list[str]], dict], smiles: list[str],
-                report: Callable[[str], None], label: str, parallel_min: int) -> list[dict]:
-    """``function`` over chunks of ``smiles``, in order, on every core when there are at least
-    ``parallel_min`` of them (in this process if worker processes cannot start).
-
-    Workers are spawned, not forked: the caller may hold TensorFlow's threads, which a fork would
-    copy in whatever state they are in.
-    """
-    workers = _worker_count() if len(smiles) >= parallel_min else 1
-    chunk = max(250, min(20000, -(-len(smiles) // (workers * 4))))
-    chunks = [smiles[start:start + chunk] for start in range(0, len(smiles), chunk)] or [[]]
-    if workers > 1:
-        from concurrent.futures.process import BrokenProcessPool
-
-        try:
-            return _map_in_processes(function, chunks, workers, report, label)
-        except BrokenProcessPool:
-            report(f"{label}: worker processes could not start (a script that calls seqvae needs "
-                   "an `if __name__ == '__main__':` guard to use them); one process instead")
-    results, done, total = [], 0, sum(map(len, chunks))
-    for source in chunks:
-        results.append(function(source))
-        done += len(source)
-        report(f"{label}: {done}/{total} molecules (1 process)")
-    return results
-
-
-def _map_in_processes(function: Callable[[list[str]], dict], chunks: list[list[str]],
-                      workers: int, report: Callable[[str], None], label: str) -> list[dict]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    results, done, total = [], 0, sum(map(len, chunks))
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    try:
-        for source, features in zip(chunks, pool.map(function, chunks)):
-            results.append(features)
-            done += len(source)
-            report(f"{label}: {done}/{total} molecules ({workers} processes)")
-    finally:
-        pool.shutdown(cancel_futures=True)
-    return results
-
-
 def _base_arrays(stats: ReferenceStats) -> dict[str, np.ndarray]:
     arrays = {"fingerprints": stats.fingerprints}
     for name in ("fragments", "scaffolds"):
@@ -408,7 +358,7 @@ def _compute_parts(ref: list[str], stats: ReferenceStats | None, base: bool, pro
     if base or properties or fcd:
         features = functools.partial(_reference_features, base=base, properties=properties,
                                      canonical=fcd)
-        chunks = _map_chunks(features, ref, report, "reference", _PARALLEL_MIN)
+        chunks = parallel.map_chunks(features, ref, report, "reference", _PARALLEL_MIN)
     if base:
         bits = [c["fingerprints"] for c in chunks]
         fragments, scaffolds = Counter(), Counter()

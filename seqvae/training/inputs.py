@@ -143,7 +143,9 @@ def property_targets(prepared: PreparedData, config: Config, data, run_dir: str 
         values = np.full((len(prepared.ids), len(names)), np.nan)
         computed = [j for j, name in enumerate(names) if not name.startswith(props.COLUMN_PREFIX)]
         if computed:
-            values[:, computed] = props.rdkit_properties(prepared.texts, [names[j] for j in computed])
+            values[:, computed] = props.rdkit_properties(
+                prepared.texts, [names[j] for j in computed],
+                progress=lambda line: print(f"seqvae: {line}", file=sys.stderr, flush=True))
         columns = [j for j, name in enumerate(names) if name.startswith(props.COLUMN_PREFIX)]
         if columns:
             table = props.read_property_table(data, [names[j] for j in columns],

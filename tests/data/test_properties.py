@@ -44,6 +44,20 @@ def test_invalid_molecules_give_nan_rows():
     assert np.isnan(values[1]).all() and not np.isnan(values[[0, 2]]).any()
 
 
+def test_properties_on_every_core_equal_one_process(monkeypatch):
+    from seqvae import parallel
+
+    texts = ["CCO", "C1CC", "c1ccccc1", "CC(=O)Oc1ccccc1C(=O)O", "CCN"] * 120
+    serial = properties.rdkit_properties(texts, ["logp", "qed", "plogp"])
+    monkeypatch.setattr(properties, "_PARALLEL_MIN", 1)
+    monkeypatch.setattr(parallel, "worker_count", lambda: 2)
+    lines = []
+    on_cores = properties.rdkit_properties(texts, ["logp", "qed", "plogp"], progress=lines.append)
+    assert lines[-1] == "properties: 600/600 molecules (2 processes)"
+    np.testing.assert_array_equal(serial, on_cores)
+    assert properties.rdkit_properties([], ["logp", "qed"]).shape == (0, 2)
+
+
 def test_parse_property_names():
     assert properties.parse_property_names("logp, qed,col:pIC50") == ("logp", "qed", "col:pIC50")
     for bad in ("logp,foo", "", "col:", "qed,qed"):

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
+from seqvae import parallel
 from seqvae.data import chemistry, moses
 from seqvae.errors import SeqvaeError
 from seqvae.evaluation import moses_metrics
@@ -252,15 +253,15 @@ def test_generated_molecules_on_every_core_give_the_serial_values(monkeypatch):
     test, test_sf, train = ["CCO", "c1ccccc1", "c1ccc2ccccc2c1N"], ["CCN", "c1ccncc1"], ["CCO"]
     serial = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False)
     monkeypatch.setattr(moses_metrics, "_PARALLEL_MIN_GEN", 1)
-    monkeypatch.setattr(moses_metrics, "_worker_count", lambda: 2)
+    monkeypatch.setattr(parallel, "worker_count", lambda: 2)
     lines = []
-    parallel = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False,
+    on_cores = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False,
                                            progress=lines.append)
     assert "generated: 8/8 molecules (2 processes)" in lines  # 8 distinct valid ones
-    assert serial.keys() == parallel.keys()
+    assert serial.keys() == on_cores.keys()
     for name, value in serial.items():
-        assert value == parallel[name] or (value is None and parallel[name] is None) or (
-            math.isnan(value) and math.isnan(parallel[name])), name
+        assert value == on_cores[name] or (value is None and on_cores[name] is None) or (
+            math.isnan(value) and math.isnan(on_cores[name])), name
 
 
 def test_moses_metrics_with_no_valid_molecule():

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from seqvae import parallel
 from seqvae.evaluation import moses_metrics, reference_cache
 
 REF = ["CCO", "c1ccccc1", "CCOC(=O)c1ccccc1", "c1ccc(Cc2ccccc2)cc1", "xx", "CCN", "c1ccc2ccccc2c1",
@@ -92,11 +93,11 @@ def test_missing_part_is_added_and_corrupt_part_recomputed(cache):
 def test_parallel_equals_serial(cache, monkeypatch):
     serial = moses_metrics.reference_stats(REF * 3, include_properties=True, cache=False)
     monkeypatch.setattr(moses_metrics, "_PARALLEL_MIN", 1)
-    monkeypatch.setattr(moses_metrics, "_worker_count", lambda: 2)
+    monkeypatch.setattr(parallel, "worker_count", lambda: 2)
     lines = []
-    parallel = moses_metrics.reference_stats(REF * 3, include_properties=True, cache=False,
+    on_cores = moses_metrics.reference_stats(REF * 3, include_properties=True, cache=False,
                                              progress=lines.append)
-    _assert_same(serial, parallel)
+    _assert_same(serial, on_cores)
     assert any("(2 processes)" in line for line in lines)
 
 

@@ -1,0 +1,63 @@
+"""Per-molecule work (RDKit: metrics' features, properties) on every core: chunks of a list
+mapped in spawned worker processes, in order, with progress lines."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+
+def worker_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def map_chunks(function: Callable[[list], Any], items: list, report: Callable[[str], None],
+               label: str, parallel_min: int) -> list:
+    """``function`` over chunks of ``items``, in order, on every core when there are at least
+    ``parallel_min`` of them (in this process if worker processes cannot start).
+
+    ``function`` must be picklable (a module-level function or a ``functools.partial`` of one)
+    and take and return plain picklable values. Workers are spawned, not forked: the caller may
+    hold TensorFlow's threads, which a fork would copy in whatever state they are in.
+
+    Returns:
+      One result per chunk, in the order of ``items``.
+    """
+    workers = worker_count() if len(items) >= parallel_min else 1
+    chunk = max(250, min(20000, -(-len(items) // (workers * 4))))
+    chunks = [items[start:start + chunk] for start in range(0, len(items), chunk)] or [[]]
+    if workers > 1:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return _map_in_processes(function, chunks, workers, report, label)
+        except BrokenProcessPool:
+            report(f"{label}: worker processes could not start (a script that calls seqvae needs "
+                   "an `if __name__ == '__main__':` guard to use them); one process instead")
+    results, done, total = [], 0, sum(map(len, chunks))
+    for source in chunks:
+        results.append(function(source))
+        done += len(source)
+        report(f"{label}: {done}/{total} molecules (1 process)")
+    return results
+
+
+def _map_in_processes(function: Callable[[list], Any], chunks: list[list], workers: int,
+                      report: Callable[[str], None], label: str) -> list:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    results, done, total = [], 0, sum(map(len, chunks))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        for source, result in zip(chunks, pool.map(function, chunks)):
+            results.append(result)
+            done += len(source)
+            report(f"{label}: {done}/{total} molecules ({workers} processes)")
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return results
