@@ -97,6 +97,11 @@ def token_class(token: str) -> int:
     return OTHER
 
 
+# Decoding batches from this many rows on run the state machine under XLA
+# (``SmilesGrammar.masked_step_fn``).
+COMPILED_MIN_ROWS = 256
+
+
 @dataclass(frozen=True)
 class SmilesGrammar:
     """Per-token tables (numpy, ``(V,)``) of a SMILES vocabulary, and the state machine over them.
@@ -360,16 +365,17 @@ class SmilesGrammar:
         XLA compiles once per input shape; the rows are padded to ``max(rows, batch_size)``
         (beam search has more rows than B) and the padding dropped again, so a decoding
         batch of fixed B compiles once however its loop shrinks. Padded rows are computed and
-        thrown away: each row's state machine only reads its own row.
+        thrown away: each row's state machine only reads its own row. Batches of fewer than
+        ``COMPILED_MIN_ROWS`` rows keep the plain ops: there the compilation (about a second)
+        costs more than the steps it saves.
         """
         compiled = tf.function(lambda state, tokens: self._step(state, tokens, max_len),
                                jit_compile=True, reduce_retracing=True, autograph=False)
 
-        def step(state, tokens):
-            static_batch = tf.get_static_value(batch_size)
-            if (tokens.shape[0] is not None and static_batch is not None
-                    and tokens.shape[0] >= static_batch):  # full (e.g. inside XLA): no padding
-                return compiled(state, tokens)
+        def plain(state, tokens):
+            return self._step(state, tokens, max_len)
+
+        def padded(state, tokens):
             rows = tf.shape(tokens)[0]
             padding = tf.maximum(rows, batch_size) - rows
 
@@ -378,6 +384,17 @@ class SmilesGrammar:
 
             state, allowed = compiled(tf.nest.map_structure(pad, state), pad(tokens))
             return tf.nest.map_structure(lambda x: x[:rows], state), allowed[:rows]
+
+        def step(state, tokens):
+            static_batch = tf.get_static_value(batch_size)
+            if static_batch is None:
+                return tf.cond(batch_size >= COMPILED_MIN_ROWS, lambda: padded(state, tokens),
+                               lambda: plain(state, tokens))
+            if static_batch < COMPILED_MIN_ROWS:
+                return plain(state, tokens)
+            if tokens.shape[0] is not None and tokens.shape[0] >= static_batch:
+                return compiled(state, tokens)  # every row there (e.g. inside XLA): no padding
+            return padded(state, tokens)
 
         return step
 
