@@ -149,6 +149,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     else:
         generation = _generation_metrics(samples, sets["train"], sets["test"],
                                          sets["test_scaffolds"], include_fcd, report, notes)
+        hint = prior_hint(generation, prior, run.run_dir)
+        if hint:
+            notes.append(hint)
     walls["generation_metrics"] = time.monotonic() - tick
 
     held_out, means, quality, reconstruction = [], None, None, None
@@ -205,6 +208,18 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means)
     report(f"report written to {results['report_dir']}")
     return results
+
+
+def prior_hint(generation: dict, prior: str, run_dir: str) -> str | None:
+    """A note when samples from N(0, I) repeat (unique@10000, else unique@1000, below 0.95):
+    the mark of a run that keeps much in z (a low beta), whose aggregate posterior leaves
+    holes in the standard prior that decode to a few molecules. None otherwise."""
+    unique = generation.get("unique@10000", generation.get("unique@1000"))
+    if prior != "standard" or unique is None or not unique < 0.95:
+        return None
+    return (f"only {unique:.1%} of the valid samples are unique: N(0, I) has holes where this "
+            f"run's encodings are not; sample a prior fitted to them: 'seqvae fit-prior {run_dir} "
+            "--components 10', then --prior fitted")
 
 
 def _property_metrics(run: Run, held_out: list[str], report, notes: list[str],

@@ -154,3 +154,13 @@ def test_property_metrics_from_a_test_file_are_cached_and_equal_the_list_ones(ru
     assert ev.evaluate(copy, test=str(test_file), **common)["properties"] == from_file
     for key, value in listed.items():
         assert from_file[key] == pytest.approx(value, rel=1e-6), key
+
+
+def test_prior_hint_only_for_repeating_standard_prior_samples():
+    prior_hint = ev.prior_hint
+    hint = prior_hint({"unique@1000": 0.99, "unique@10000": 0.865}, "standard", "runs/x")
+    assert "86.5%" in hint and "seqvae fit-prior runs/x --components 10" in hint
+    assert prior_hint({"unique@1000": 0.9}, "standard", "runs/x") is not None  # < 10k samples
+    assert prior_hint({"unique@1000": 0.99, "unique@10000": 0.97}, "standard", "runs/x") is None
+    assert prior_hint({"unique@10000": 0.5}, "fitted", "runs/x") is None  # already fitted
+    assert prior_hint({"unique@10000": float("nan")}, "standard", "runs/x") is None
