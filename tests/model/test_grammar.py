@@ -117,8 +117,9 @@ def test_a_ring_needs_two_more_atoms_than_its_opener():
 
 
 def _stub_step(vocab_size, seed):
-    """Logits that ignore the state: random but fixed per (step, token)."""
-    table = tf.random.stateless_normal([64, vocab_size], [seed, 1]) * 3.0
+    """Logits that ignore the state: random but fixed per (step, token); never <pad>, <bos>."""
+    ban = tf.constant([-1e9 if i in (PAD_ID, BOS_ID) else 0.0 for i in range(vocab_size)])
+    table = tf.random.stateless_normal([64, vocab_size], [seed, 1]) * 3.0 + ban
 
     def step(tokens, position):  # position (B,): batch-major, so compacting can drop rows
         return tf.gather(table, position), position + 1
@@ -137,12 +138,7 @@ def test_masked_random_decoding_always_parses(compact):
                         and t not in ("c", "n", "o", "s", ".")])
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
     max_len, batch = 30, 200
-    step = _stub_step(len(vocab), seed=3)
-
-    def stepper(tokens, state):
-        logits, state = step(tokens, state)
-        ban = tf.constant([-1e9 if i in (PAD_ID, BOS_ID) else 0.0 for i in range(len(vocab))])
-        return logits + ban, state
+    stepper = _stub_step(len(vocab), seed=3)
 
     masked_step, state = grammar.masked_step_fn(stepper, tf.zeros([batch], tf.int32), batch, max_len)
     ids = decoding.decode_loop(masked_step, state, batch, max_len, BOS_ID, EOS_ID,
@@ -170,12 +166,7 @@ def test_compiled_mask_decodes_what_the_plain_mask_decodes(compact, in_graph, mo
     vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br", "c1ccccc1O"])
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
     max_len, batch = 24, 50
-    step = _stub_step(len(vocab), seed=5)
-
-    def stepper(tokens, state):
-        logits, state = step(tokens, state)
-        ban = tf.constant([-1e9 if i in (PAD_ID, BOS_ID) else 0.0 for i in range(len(vocab))])
-        return logits + ban, state
+    stepper = _stub_step(len(vocab), seed=5)
 
     def decode(compiled, beam):
         masked_step, state = grammar.masked_step_fn(stepper, tf.zeros([batch], tf.int32), batch,
