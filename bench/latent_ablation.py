@@ -29,10 +29,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # The demo as it was before the latent recipe: every recipe is --set overrides on top of it
-# (the current demo preset is the recipe kekule_beta0.3_molecule_bidir_gsoftmax).
+# (the current demo preset is the recipe kekule_beta0.3_molecule_bidir_gsoftmax_lr3e-3).
 BASELINE = ["model.encoder_bidirectional=false", "data.kekulize=false",
             "train.kl_reduction=per_token", "train.kl_weight_end=0.02",
-            "train.grammar_softmax=false"]
+            "train.grammar_softmax=false", "train.learning_rate=1e-3", "train.warmup_steps=0"]
 # name -> --set overrides on top of BASELINE
 RECIPES = {
     "demo": [],
