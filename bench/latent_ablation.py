@@ -93,12 +93,6 @@ RECIPES = {
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
         "train.learning_rate=3e-3", "train.warmup_steps=100",
         "data.properties=logp,qed,sa,plogp"],
-    # the reconstruction end (beta 0.03, learning rate 3e-3) with the joint property head
-    "kekule_beta0.03_molecule_bidir_gsoftmax_lr3e-3_props": [
-        "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.03",
-        "model.encoder_bidirectional=true", "train.grammar_softmax=true",
-        "train.learning_rate=3e-3", "train.warmup_steps=100",
-        "data.properties=logp,qed,sa,plogp"],
 }
 
 
