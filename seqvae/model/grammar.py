@@ -25,6 +25,7 @@ partial SMILES.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -331,10 +332,15 @@ class SmilesGrammar:
 
         Returns:
           ``(step_fn, state)`` for ``decode_loop``: the state pairs the inner state with the
-          grammar's (all batch-major, so the compacting loop can drop finished rows).
+          grammar's (all batch-major, so the compacting loop can drop finished rows; with
+          ``compiled`` the grammar's fields are packed into one int32 matrix, ``_pack``).
         """
-        grammar_step = self._compiled_step(batch_size, max_len) if compiled else (
-            lambda grammar_state, tokens: self._step(grammar_state, tokens, max_len))
+        if compiled:  # the state as one int32 matrix: one op to pad, drop or gather rows
+            grammar_step = self._compiled_step(batch_size, max_len)
+            initial = self._pack(self.initial_state(batch_size))
+        else:
+            grammar_step = functools.partial(self._step, max_len=max_len)
+            initial = self.initial_state(batch_size)
 
         def step(tokens, pair):
             inner, grammar_state = pair
@@ -343,7 +349,23 @@ class SmilesGrammar:
             logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
             return logits, (inner, grammar_state)
 
-        return step, (state, self.initial_state(batch_size))
+        return step, (state, initial)
+
+    def _pack(self, state: dict[str, tf.Tensor]) -> tf.Tensor:
+        """The state as one int32 matrix ``(B, S)``: its fields side by side, in order."""
+        return tf.concat([v[:, None] if v.shape.rank == 1 else v for v in state.values()], axis=1)
+
+    def _unpack(self, packed: tf.Tensor) -> dict[str, tf.Tensor]:
+        """``_pack``'s inverse."""
+        state, column = {}, 0
+        for name, value in self.initial_state(1).items():
+            if value.shape.rank == 1:
+                state[name] = packed[:, column]
+                column += 1
+            else:
+                state[name] = packed[:, column:column + value.shape[1]]
+                column += value.shape[1]
+        return state
 
     def _step(self, state: dict[str, tf.Tensor], tokens: tf.Tensor,
               max_len: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
@@ -360,7 +382,8 @@ class SmilesGrammar:
         return state, allowed | (stuck & tf.equal(tf.range(self.vocab_size), EOS_ID)[None, :])
 
     def _compiled_step(self, batch_size: int | tf.Tensor, max_len: int):
-        """``_step`` compiled by XLA, for any number of rows up to ``batch_size``.
+        """``_step`` on a packed state (``_pack``), compiled by XLA, for any number of rows up
+        to ``batch_size``.
 
         XLA compiles once per input shape; the rows are padded to ``max(rows, batch_size)``
         (beam search has more rows than B) and the padding dropped again, so a decoding
@@ -369,21 +392,18 @@ class SmilesGrammar:
         ``COMPILED_MIN_ROWS`` rows keep the plain ops: there the compilation (about a second)
         costs more than the steps it saves.
         """
-        compiled = tf.function(lambda state, tokens: self._step(state, tokens, max_len),
-                               jit_compile=True, reduce_retracing=True, autograph=False)
+        def plain(packed, tokens):
+            state, allowed = self._step(self._unpack(packed), tokens, max_len)
+            return self._pack(state), allowed
 
-        def plain(state, tokens):
-            return self._step(state, tokens, max_len)
+        compiled = tf.function(plain, jit_compile=True, reduce_retracing=True, autograph=False)
 
-        def padded(state, tokens):
+        def padded(packed, tokens):
             rows = tf.shape(tokens)[0]
             padding = tf.maximum(rows, batch_size) - rows
-
-            def pad(x):
-                return tf.pad(x, [[0, padding]] + [[0, 0]] * (len(x.shape) - 1))
-
-            state, allowed = compiled(tf.nest.map_structure(pad, state), pad(tokens))
-            return tf.nest.map_structure(lambda x: x[:rows], state), allowed[:rows]
+            packed, allowed = compiled(tf.pad(packed, [[0, padding], [0, 0]]),
+                                       tf.pad(tokens, [[0, padding]]))
+            return packed[:rows], allowed[:rows]
 
         def step(state, tokens):
             static_batch = tf.get_static_value(batch_size)

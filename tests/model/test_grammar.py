@@ -158,6 +158,18 @@ def test_masked_random_decoding_always_parses(compact):
         assert sum(Chem.MolFromSmiles(t) is not None for t in raw) < batch // 2  # the mask mattered
 
 
+def test_packed_state_round_trips():
+    grammar = SmilesGrammar.from_tokens(_vocab(["C1CC(=O)C1", "C#N"]).tokens)
+    state = grammar.initial_state(3)
+    state = grammar.update(state, tf.constant([4, 5, 6]))
+    packed = grammar._pack(state)
+    assert packed.shape == (3, sum(1 if v.shape.rank == 1 else v.shape[1] for v in state.values()))
+    unpacked = grammar._unpack(packed)
+    assert list(unpacked) == list(state)
+    for name, value in state.items():
+        np.testing.assert_array_equal(unpacked[name].numpy(), value.numpy(), err_msg=name)
+
+
 @pytest.mark.parametrize("compact, in_graph", [(True, True), (False, False)])
 def test_compiled_mask_decodes_what_the_plain_mask_decodes(compact, in_graph, monkeypatch):
     """The XLA-compiled state machine (rows padded to B while the compacting loop shrinks
