@@ -5,8 +5,9 @@
 The mask's share of sampling time (``bench/grammar_throughput.py``) is the state machine's
 ``update`` and ``allowed`` at every decoding step: many small integer ops on ``(B, V)`` and
 ``(B, R)`` tensors. This times both in a ``tf.while_loop`` over random tokens of the run's
-vocabulary, once as a plain ``tf.function`` (how sampling runs them today) and once with
-``jit_compile=True`` (XLA fuses the small ops), after a warm-up call of each, and prints
+vocabulary, once as a plain ``tf.function`` (how small batches and the SavedModel run them) and
+once with ``jit_compile=True`` (XLA fuses the small ops: how sampling runs batches of 256 rows
+or more since session 14), after a warm-up call of each, and prints
 milliseconds per step. Same masks either way (integer logic); checked here too.
 """
 
