@@ -46,7 +46,9 @@ def main() -> int:
     if run.config.train.grammar_softmax:
         parser.error(f"{args.run_dir} was trained with the constrained softmax: it always "
                      "decodes under the mask, there is nothing to compare")
-    deciders = {"grammar": inference.compiled_decoder(run, greedy=False, grammar=True),
+    # the mask as sampling runs it from inference.COMPILED_MASK_MIN molecules on: under XLA
+    deciders = {"grammar": inference.compiled_decoder(run, greedy=False, grammar=True,
+                                                      compiled_mask=True),
                 "no grammar": inference.compiled_decoder(run, greedy=False, grammar=False)}
     latent = run.config.model.latent_dim
 

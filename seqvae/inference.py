@@ -36,7 +36,7 @@ def _cached(run: Run, key: tuple, build: Callable):
 
 
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
-                     grammar: bool = True, beam_width: int = 0):
+                     grammar: bool = True, beam_width: int = 0, compiled_mask: bool = False):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
@@ -44,6 +44,8 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     constrained softmax (``train.grammar_softmax``), whose distribution is the masked one.
     ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
     A float32 scalar tensor passed as a third argument replaces ``temperature`` without a new trace (the explorer's slider).
+    ``compiled_mask``: the grammar's state machine under XLA (``decoding.sample_from_z``):
+    faster a step, at a compile of about a second the first time.
     """
     model = run.model
     masked = bool(grammar or run.config.train.grammar_softmax)
@@ -55,11 +57,13 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
         def decode_ids(z, seed, temperature=temperature):
             return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                           temperature=temperature, top_k=top_k, seed=seed,
-                                          grammar=mask, beam_width=beam_width)
+                                          grammar=mask, beam_width=beam_width,
+                                          compiled_mask=compiled_mask)
 
         return decode_ids
 
-    return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width), build)
+    return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width,
+                         compiled_mask), build)
 
 
 def compiled_encoder(run: Run):
@@ -70,6 +74,12 @@ def compiled_encoder(run: Run):
         autograph=False))
 
 
+# Decoding this many vectors or more runs the grammar mask under XLA: its compile (about a
+# second) is paid back (about 0.2 s saved per 1,000 demo-size molecules,
+# bench/grammar_throughput.py).
+COMPILED_MASK_MIN = 10_000
+
+
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
            seed: int = 0, batch_size: int = 1000,
            progress: Callable[[str], None] | None = None, verb: str = "decoded",
@@ -78,11 +88,13 @@ def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.
 
     Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch,
     ``"{verb} done/total (rate/s)"``; ``grammar`` and ``beam_width`` as in ``compiled_decoder``.
+    From ``COMPILED_MASK_MIN`` vectors on, the grammar mask runs under XLA (the same texts).
     """
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
-    decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar, beam_width)
+    decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar, beam_width,
+                                  compiled_mask=len(z) >= COMPILED_MASK_MIN)
     base = randomness.as_seed(seed)
     texts, started = [], time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):

@@ -35,6 +35,16 @@ def test_smiles_runs_sample_under_the_grammar_by_default(run):
     assert _syntax_ok(masked) >= 0.95 * len(masked) > _syntax_ok(unmasked)
 
 
+def test_many_samples_run_the_mask_under_xla_with_the_same_texts(run, monkeypatch):
+    from seqvae.model import grammar as grammar_module
+
+    plain = inference.sample(run, 300, seed=2)
+    monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 300)  # (10,000 by default)
+    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)
+    assert inference.sample(run, 300, seed=2) == plain
+    assert any(key[-1] is True for key in run.compiled if key[1] == "decoder")  # the XLA one ran
+
+
 def test_decode_reconstruct_interpolate_take_the_grammar_switch(run):
     z = np.random.default_rng(0).normal(size=(20, run.config.model.latent_dim)).astype(np.float32)
     assert inference.decode(run, z) == inference.decode(run, z, grammar=True)

@@ -224,7 +224,7 @@ def decoder_step_fn(decoder, z: tf.Tensor,
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
                   seed: tf.Tensor | None = None, compact: bool = True,
-                  grammar=None, beam_width: int = 0, compiled_mask: bool = True) -> tf.Tensor:
+                  grammar=None, beam_width: int = 0, compiled_mask: bool = False) -> tf.Tensor:
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
