@@ -316,7 +316,7 @@ class SmilesGrammar:
         return mask & (needed <= room)
 
     def masked_step_fn(self, step_fn, state: Any, batch_size: int | tf.Tensor,
-                       max_len: int, compiled: bool = True) -> tuple[Any, Any]:
+                       max_len: int, compiled: bool = False) -> tuple[Any, Any]:
         """Wraps a decoding step function so that forbidden tokens get -inf logits.
 
         Args:

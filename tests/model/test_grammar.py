@@ -140,7 +140,9 @@ def test_masked_random_decoding_always_parses(compact):
     max_len, batch = 30, 200
     stepper = _stub_step(len(vocab), seed=3)
 
-    masked_step, state = grammar.masked_step_fn(stepper, tf.zeros([batch], tf.int32), batch, max_len)
+    # compiled=True with batch < COMPILED_MIN_ROWS: the packed state through plain ops
+    masked_step, state = grammar.masked_step_fn(stepper, tf.zeros([batch], tf.int32), batch,
+                                                max_len, compiled=True)
     ids = decoding.decode_loop(masked_step, state, batch, max_len, BOS_ID, EOS_ID,
                                seed=tf.constant([1, 2]), compact=compact).numpy()
     texts = ["".join(vocab.decode([i for i in row if i not in (PAD_ID, EOS_ID)])) for row in ids]
