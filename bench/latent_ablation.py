@@ -86,6 +86,16 @@ RECIPES = {
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
         "train.learning_rate=3e-3", "train.warmup_steps=100"],
+    # the demo recipe at a still higher peak (5e-3): does the learning rate move both ends again?
+    "kekule_beta0.3_molecule_bidir_gsoftmax_lr5e-3": [
+        "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
+        "model.encoder_bidirectional=true", "train.grammar_softmax=true",
+        "train.learning_rate=5e-3", "train.warmup_steps=100"],
+    # the middle of the trade-off curve at 3e-3
+    "kekule_beta0.1_molecule_bidir_gsoftmax_lr3e-3": [
+        "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
+        "model.encoder_bidirectional=true", "train.grammar_softmax=true",
+        "train.learning_rate=3e-3", "train.warmup_steps=100"],
     # the same with a property head on z trained jointly (the chemical VAE's design: MLP
     # 3 x 67, loss weight 0.5 on standardised targets): R² of the head, and what it costs the VAE
     "kekule_beta0.3_molecule_bidir_gsoftmax_lr3e-3_props": [
