@@ -106,6 +106,17 @@ def _distinct(smiles: Sequence[str], parts: Sequence[str] = (), progress: Progre
     return _Molecules(distinct, np.array([counts[k] for k in first], float), invalid, features)
 
 
+def _canonical_twice(smiles: Sequence[str]) -> list[tuple[str, str | None]]:
+    """For each valid SMILES of ``smiles`` in order (invalid ones left out), its canonical form
+    and that form canonicalized again: MOSES's ``remove_invalid``, then the ``canonic_smiles``
+    its metrics apply to the result. Runs in worker processes too."""
+    from rdkit import rdBase
+
+    with rdBase.BlockLogs():
+        once = [form for form in map(canonical_smiles, smiles) if form is not None]
+        return [(form, canonical_smiles(form)) for form in once]
+
+
 def _molecule_features(smiles: Sequence[str], parts: tuple[str, ...]) -> dict:
     """Of each molecule of ``smiles`` (valid SMILES), the ``parts`` asked for: ``fingerprints``
     (N, 128) packed bits, ``fragments`` (a list each), ``scaffolds`` (str or None each),
@@ -562,6 +573,11 @@ def _import_fcd() -> Any:
     return fcd
 
 
+# Molecules per ChemNet call: MOSES's get_all_metrics uses 512 (fcd's default is 128); the
+# activations are the same whatever the batch, and 512 runs about a fifth faster on a CPU.
+CHEMNET_BATCH = 512
+
+
 def _chemnet_statistics(smiles: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Mean (512,) and covariance (512, 512) of ChemNet activations; Nones for < 2 molecules.
 
@@ -576,7 +592,8 @@ def _chemnet_statistics(smiles: Sequence[str]) -> tuple[np.ndarray | None, np.nd
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     chemnet = fcd_package.load_ref_model()
-    activations = fcd_package.get_predictions(chemnet, list(smiles), device=device)
+    activations = fcd_package.get_predictions(chemnet, list(smiles), batch_size=CHEMNET_BATCH,
+                                              device=device)
     return activations.mean(0), np.cov(activations.T)
 
 
@@ -813,8 +830,6 @@ def moses_metrics(
         distances None when ``test`` is a ``ReferenceStats`` without properties, with the reason
         in ``notes``.
     """
-    from rdkit import rdBase
-
     report = progress or (lambda line: None)
     metrics: dict[str, Any] = {}
     notes = [] if notes is None else notes
@@ -828,10 +843,10 @@ def moses_metrics(
         notes.append("FCD not computed: include_fcd=False")
 
     report(f"validity of {len(gen)} generated SMILES")
-    valid = remove_invalid(gen, canonize=True)  # what fraction_valid counts, parsed once
+    chunks = parallel.map_chunks(_canonical_twice, list(gen), report, "validity", _PARALLEL_MIN_GEN)
+    valid = [first for chunk in chunks for first, _ in chunk]  # what fraction_valid counts
+    canonical = [second for chunk in chunks for _, second in chunk]
     metrics["valid"] = 1 - (len(gen) - len(valid)) / len(gen) if gen else math.nan  # as MOSES
-    with rdBase.BlockLogs():
-        canonical = [canonical_smiles(s) for s in valid]  # MOSES canonicalizes a second time
     for size in k:
         if len(canonical) < size:
             notes.append(f"unique@{size}: only {len(canonical)} valid molecules, all of them used")

@@ -257,6 +257,7 @@ def test_generated_molecules_on_every_core_give_the_serial_values(monkeypatch):
     lines = []
     on_cores = moses_metrics.moses_metrics(gen, train, test, test_sf, include_fcd=False,
                                            progress=lines.append)
+    assert "validity: 30/30 molecules (2 processes)" in lines  # canonical forms on the cores too
     assert "generated: 8/8 molecules (2 processes)" in lines  # 8 distinct valid ones
     assert serial.keys() == on_cores.keys()
     for name, value in serial.items():
@@ -295,7 +296,7 @@ def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch, tmp_path):
     monkeypatch.setenv("SEQVAE_CACHE_DIR", str(tmp_path))  # the stub's statistics stay here
     # a stand-in fcd package: "activations" are (length, number of 'C') of each SMILES, and the
     # "distance" is the squared distance of the means
-    def get_predictions(model, smiles, device):
+    def get_predictions(model, smiles, batch_size, device):
         return np.array([[len(s), s.count("C")] for s in smiles], float)
 
     def calculate_frechet_distance(mu1, sigma1, mu2, sigma2):
