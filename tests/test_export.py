@@ -55,7 +55,8 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
     """The export speaks the run's notation (SELFIES for SELFIES runs, both ways); converted to
     SMILES, its outputs equal seqvae's, whose API speaks SMILES for every molecule run. One
     fresh process without seqvae serves the three runs' exports (the SMILES one is the
-    session's tiny run)."""
+    session's tiny run; the text run's is the one its training wrote at the end,
+    ``train.export_at_end``)."""
     import dataclasses
 
     from seqvae.data.tokenizers import SelfiesTokenizer
@@ -69,11 +70,14 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
             config = tiny_config()
             config = dataclasses.replace(
                 config, data=dataclasses.replace(config.data, tokenizer=tokenizer),
-                train=dataclasses.replace(config.train, max_steps=10, epochs=5))
+                train=dataclasses.replace(config.train, max_steps=10, epochs=5,
+                                          export_at_end=tokenizer == "char"))
             train(config, run_dir, SMILES)
         served_queries = ([SelfiesTokenizer.from_smiles(q) for q in queries]
                           if tokenizer == "selfies" else queries)
-        requests.append([export(run_dir, str(tmp_path / tokenizer / "exported")), served_queries])
+        exported = (os.path.join(run_dir, "saved_model") if tokenizer == "char"
+                    else export(run_dir, str(tmp_path / tokenizer / "exported")))
+        requests.append([exported, served_queries])
         run_dirs.append(run_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-c", SERVE, json.dumps(requests)],
@@ -89,18 +93,6 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
         assert _as_smiles(served["decoded"], tokenizer) == inference.decode(run, mean), tokenizer
         assert _as_smiles(served["sampled"], tokenizer) == inference.sample(
             run, 30, temperature=0.9, seed=5), tokenizer
-
-
-@pytest.mark.slow
-def test_training_exports_at_the_end(tmp_path):
-    import dataclasses
-
-    config = tiny_config()
-    config = dataclasses.replace(config, train=dataclasses.replace(
-        config.train, max_steps=2, epochs=5, export_at_end=True))
-    run_dir = str(tmp_path / "run")
-    train(config, run_dir, SMILES)
-    assert os.path.exists(os.path.join(run_dir, "saved_model", "saved_model.pb"))
 
 
 # --- hostile requests: a clean error for that request, and the server carries on ---------------
