@@ -13,11 +13,8 @@ float32.
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-from seqvae.parallel import worker_count
 
 GEN_BLOCK = 256  # generated fingerprints per call
 REF_BLOCK = 32768  # reference fingerprints per call: (GEN_BLOCK, REF_BLOCK) float32 = 32 MB
@@ -47,26 +44,19 @@ def aggregate_tanimoto(gen_bits: np.ndarray, ref_bits: np.ndarray, *, agg: str, 
     cols = _block_size(len(ref), SMALLEST_BLOCKS[1], REF_BLOCK)
     block = _block_function(agg, p)
     result = np.zeros(len(gen), np.float64)
-
-    def rows_against(ref_block, weight_block, valid, row):  # one row block: its own slice
-        gen_block = _padded(gen[row:row + rows], rows)
-        part = block(gen_block, ref_block, weight_block, valid).numpy()[:len(gen) - row]
-        target = result[row:row + rows]
-        if agg == "max":
-            np.maximum(target, part, out=target)
-        else:
-            target += part
-
-    # Row blocks run on a thread each (the compiled block releases the GIL and runs on one core);
-    # each writes only its own rows, adding the reference blocks in the same order as one thread.
-    with ThreadPoolExecutor(worker_count()) as pool:
-        for start in range(0, len(ref), cols):
-            count = min(cols, len(ref) - start)
-            ref_block = _padded(ref[start:start + count], cols)
-            weight_block = _padded(weights[start:start + count], cols)  # padding weighs 0
-            valid = np.arange(cols) < count
-            list(pool.map(functools.partial(rows_against, ref_block, weight_block, valid),
-                          range(0, len(gen), rows)))
+    for start in range(0, len(ref), cols):
+        count = min(cols, len(ref) - start)
+        ref_block = _padded(ref[start:start + count], cols)
+        weight_block = _padded(weights[start:start + count], cols)  # padding weighs 0
+        valid = np.arange(cols) < count
+        for row in range(0, len(gen), rows):
+            gen_block = _padded(gen[row:row + rows], rows)
+            part = block(gen_block, ref_block, weight_block, valid).numpy()[:len(gen) - row]
+            target = result[row:row + rows]
+            if agg == "max":
+                np.maximum(target, part, out=target)
+            else:
+                target += part
     if agg == "mean" and p != 1:
         result **= 1.0 / p
     return result

@@ -296,7 +296,7 @@ def test_fcd_plumbing_with_a_stub_chemnet(monkeypatch, tmp_path):
     monkeypatch.setenv("SEQVAE_CACHE_DIR", str(tmp_path))  # the stub's statistics stay here
     # a stand-in fcd package: "activations" are (length, number of 'C') of each SMILES, and the
     # "distance" is the squared distance of the means
-    def get_predictions(model, smiles, batch_size, device):
+    def get_predictions(model, smiles, device):
         return np.array([[len(s), s.count("C")] for s in smiles], float)
 
     def calculate_frechet_distance(mu1, sigma1, mu2, sigma2):

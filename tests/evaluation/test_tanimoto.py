@@ -34,8 +34,6 @@ def test_tanimoto_matches_rdkit_on_molecules():
 
 @pytest.mark.parametrize("blocks", [(256, 32768), (4, 8)])  # one block; many, with padding
 def test_blocks_and_padding_give_the_definition(monkeypatch, blocks):
-    """Also with the row blocks on two threads (ten of four rows): the same values."""
-    monkeypatch.setattr(tanimoto, "worker_count", lambda: 2)
     monkeypatch.setattr(tanimoto, "GEN_BLOCK", blocks[0])
     monkeypatch.setattr(tanimoto, "REF_BLOCK", blocks[1])
     monkeypatch.setattr(tanimoto, "SMALLEST_BLOCKS", (min(32, blocks[0]), min(1024, blocks[1])))
