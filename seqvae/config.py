@@ -380,7 +380,7 @@ def config_differences(stored: Config, given: Config, ignore: tuple[str, ...] = 
 
 def demo_config() -> Config:
     """The README's main job: a small SMILES VAE with the latent recipe, 2,000 steps of 128 on
-    320k MOSES molecules (a fixed length, so every machine trains the same model; about 25
+    320k MOSES molecules (a fixed length, so every machine trains the same model; about 30
     minutes on 2 CPU cores). Adam peaks at 5e-3 after 100 warm-up steps, cosine to 1e-4:
     against a peak of 1e-3 over the same 2,000 steps, 13 times the greedy reconstruction
     (29.4% against 2.2%; 22.6% at 3e-3) and a better FCD (5.2 against 8.3;
