@@ -29,7 +29,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # The demo as it was before the latent recipe: every recipe is --set overrides on top of it
-# (the current demo preset is the recipe kekule_beta0.3_molecule_bidir_gsoftmax_lr5e-3).
+# (the current demo preset is the recipe kekule_beta0.1_molecule_bidir_gsoftmax_lr5e-3).
 BASELINE = ["model.encoder_bidirectional=false", "data.kekulize=false",
             "train.kl_reduction=per_token", "train.kl_weight_end=0.02",
             "train.grammar_softmax=false", "train.learning_rate=1e-3", "train.warmup_steps=0"]
@@ -91,7 +91,7 @@ RECIPES = {
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
         "train.learning_rate=5e-3", "train.warmup_steps=100"],
-    # the middle of the trade-off curve at the demo's 5e-3
+    # the middle of the trade-off curve at 5e-3 (the demo preset since session 15)
     "kekule_beta0.1_molecule_bidir_gsoftmax_lr5e-3": [
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
