@@ -22,7 +22,7 @@ Z_CONDITIONINGS = ("init", "concat", "both")
 KL_SCHEDULES = ("constant", "linear", "sigmoid", "cyclical")
 KL_REDUCTIONS = ("per_token", "per_molecule")
 LR_SCHEDULES = ("constant", "cosine", "exponential")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "auto")
 # ``seqvae evaluate``'s model-dependent parts by default: test molecules in the reconstruction
 # protocol (10 encodings x 10 decodings each) and test sequences in vae_quality, sized to about a
 # minute on 2 CPU cores for a demo-size model; their standard errors are reported beside them.
@@ -135,7 +135,8 @@ class TrainConfig:
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
     jit_compile: bool = False  # compile the train step with XLA
-    precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
+    precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16 | auto (mixed_bfloat16
+    #   on CPUs with AVX512-BF16 or AMX, else float32; seqvae.training.precision)
     seed: int = 0  # seeds data order, reparametrization noise, dropout and initial weights
     log_every: int = 50  # steps between metrics.jsonl lines
     checkpoint_every: int = 500  # steps between checkpoints (and at every epoch end)

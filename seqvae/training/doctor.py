@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS, Config
 from seqvae.model.vae import SequenceVAE, precision_policy
+from seqvae.training.precision import resolve_precision
 
 EXECUTIONS = ("eager", "tf.function", "xla")
 
@@ -115,7 +116,7 @@ def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
     from seqvae.data.properties import parse_property_names
 
     names = parse_property_names(config.data.properties) if config.data.properties else ()
-    with precision_policy(config.train.precision):
+    with precision_policy(resolve_precision(config.train.precision)):
         model = SequenceVAE(config.model, vocab_size, int(ids.shape[1]),
                             num_properties=len(names)).build_weights()
     # Force KL and the rest of the objective on (a weight of 0 at step 0 would hide KL paths).
@@ -131,7 +132,8 @@ def check_gradients(config: Config, ids: tf.Tensor, vocab_size: int,
         model, lambda model, batch, step: compute_losses(model, batch, step, tcfg, 1,
                                                          targets=targets)["loss"],
         ids, executions, rtol,
-        (config.model.decoder_input, config.model.z_conditioning, config.train.precision))
+        (config.model.decoder_input, config.model.z_conditioning,
+         resolve_precision(config.train.precision)))
 
 
 def doctor(config: Config, vocab_size: int = 30, max_len: int = 24, batch_size: int = 4,
@@ -146,7 +148,7 @@ def doctor(config: Config, vocab_size: int = 30, max_len: int = 24, batch_size: 
     combos = ([(d, z) for d in DECODER_INPUTS for z in Z_CONDITIONINGS] if all_modes
               else [(config.model.decoder_input, config.model.z_conditioning)])
     reports = []
-    for precision in precisions or (config.train.precision,):
+    for precision in precisions or (resolve_precision(config.train.precision),):
         for decoder_input, z_conditioning in combos:
             variant = dataclasses.replace(
                 config, model=dataclasses.replace(config.model, decoder_input=decoder_input,

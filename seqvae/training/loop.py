@@ -29,6 +29,7 @@ from seqvae.training import distribute as distribute_lib
 from seqvae.training import rundir as run_lib
 from seqvae.training.inputs import open_training_data
 from seqvae.training.objective import compute_losses
+from seqvae.training.precision import describe_precision, resolve_precision
 from seqvae.training.schedules import LearningRateSchedule
 
 
@@ -201,12 +202,13 @@ def build_training(config: Config, max_len: int, vocab_size: int, total_steps: i
     """Model, optimizer (built, so a checkpoint can restore it) and counters, in the strategy."""
     keras.utils.set_random_seed(config.train.seed)
     with (strategy or tf.distribute.get_strategy()).scope():
-        with precision_policy(config.train.precision):
+        precision = resolve_precision(config.train.precision)
+        with precision_policy(precision):
             model = SequenceVAE(config.model, vocab_size, max_len,
                                 num_properties=num_properties).build_weights()
         planned = tf.Variable(total_steps, dtype=tf.int64, trainable=False)
         optimizer = keras.optimizers.Adam(learning_rate=LearningRateSchedule(config.train, planned))
-        if config.train.precision == "mixed_float16":  # float16 needs loss scaling
+        if precision == "mixed_float16":  # float16 needs loss scaling
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         counters = {name: tf.Variable(0, dtype=tf.int64, name=name, trainable=False)
@@ -548,7 +550,8 @@ def _replan(config: TrainConfig, step: int, steps_here: int, train_time: float,
 
 
 def describe_limits(config: Config, source, total_steps: int) -> str:
-    """One line with what bounds the run: data, epochs and steps, time, early stopping."""
+    """One line with what bounds the run (data, epochs and steps, time, early stopping) and the
+    precision it computes in."""
     tcfg, dcfg = config.train, config.data
     parts = [f"{source.train_size:,} training and {source.validation_size:,} validation "
              f"sequences" + (f" (data.limit {dcfg.limit:,})" if dcfg.limit else ""),
@@ -559,6 +562,7 @@ def describe_limits(config: Config, source, total_steps: int) -> str:
                  if tcfg.time_budget else "no time budget")
     parts.append(f"stops after {tcfg.patience} validations without improvement"
                  if tcfg.patience else "no early stopping")
+    parts.append(describe_precision(tcfg.precision))
     return "seqvae: training on " + ", ".join(parts)
 
 
