@@ -32,7 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # (the current demo preset is the recipe kekule_beta0.1_molecule_bidir_gsoftmax_lr5e-3).
 BASELINE = ["model.encoder_bidirectional=false", "data.kekulize=false",
             "train.kl_reduction=per_token", "train.kl_weight_end=0.02",
-            "train.grammar_softmax=false", "train.learning_rate=1e-3", "train.warmup_steps=0"]
+            "train.grammar_softmax=false", "train.learning_rate=1e-3", "train.warmup_steps=0",
+            "train.precision=float32"]
 # name -> --set overrides on top of BASELINE
 RECIPES = {
     "demo": [],

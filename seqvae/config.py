@@ -340,8 +340,10 @@ def moses_original_config() -> Config:
 
 def moses_config() -> Config:
     """The long run: the MOSES VAE's architecture and optimizer (``moses_original``) with the
-    latent recipe (``with_latent_recipe``), for hours on CPUs or a GPU (10 epochs of MOSES)."""
-    return with_latent_recipe(moses_original_config())
+    latent recipe (``with_latent_recipe``), for hours on CPUs or a GPU (10 epochs of MOSES), in
+    ``train.precision=auto`` (mixed bfloat16 on CPUs with AVX512-BF16 or AMX)."""
+    config = with_latent_recipe(moses_original_config())
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, precision="auto"))
 
 
 def user_config() -> Config:
@@ -383,7 +385,9 @@ def _cpu_config() -> Config:
     """The demo-size model and schedule with the latent recipe, Adam peaking at 3e-3 after 100
     warm-up steps (cosine to 1e-4): 2,000 steps of 128 on 320k MOSES molecules. What the demo
     and user presets share; measured as such on the demo's budget (22.6% greedy
-    reconstruction, FCD 5.2; ``bench/latent_ablation.md``)."""
+    reconstruction, FCD 5.2; ``bench/latent_ablation.md``). In ``train.precision=auto``: mixed
+    bfloat16 on CPUs with AVX512-BF16 or AMX, where the demo trained that way measured as in
+    float32 (``bench/latent_ablation.md``, session 16), float32 elsewhere."""
     return with_latent_recipe(Config(
         model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
                           decoder_layers=2, z_conditioning="both"),
@@ -391,7 +395,8 @@ def _cpu_config() -> Config:
         train=TrainConfig(batch_size=128, epochs=1, max_steps=2000, learning_rate=3e-3,
                           warmup_steps=100,
                           lr_schedule="cosine", lr_min=1e-4, kl_schedule="linear",
-                          kl_anneal_steps=1000, log_every=25, checkpoint_every=200),
+                          kl_anneal_steps=1000, log_every=25, checkpoint_every=200,
+                          precision="auto"),
     ))
 
 

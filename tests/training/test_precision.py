@@ -59,3 +59,11 @@ def test_the_start_line_names_the_precision_auto_chose(cpu, tmp_path, smiles, ca
     summary = train(config, str(tmp_path / "run"), smiles)
     assert summary["steps"] == 2
     assert "precision mixed_bfloat16 (auto: the CPU has amx_bf16)" in capsys.readouterr().err
+
+
+def test_the_presets_choose_by_the_cpu_and_moses_original_stays_float32():
+    from seqvae.config import preset_config
+
+    assert {name: preset_config(name).train.precision for name in
+            ("demo", "user", "moses", "moses_original")} == {
+        "demo": "auto", "user": "auto", "moses": "auto", "moses_original": "float32"}
