@@ -144,9 +144,14 @@ class SeqvaeWorker:
         return {"shapes": len(seen), "seconds": time.perf_counter() - start}
 
     def _sample(self, num, seed):
-        from seqvae.model.decoding import sample_prior
+        """One batch of ``num`` prior samples: ``sample_prior``'s first batch (its Python loop
+        over batches cannot take a tensor count)."""
+        from seqvae.model import randomness
+        from seqvae.model.decoding import prior_z, sample_from_z
 
-        return sample_prior(self.sample_model, num, seed=seed, batch_size=num, max_len=SAMPLE_MAX_LEN)
+        z = prior_z(num, self.sample_model.config.latent_dim, seed)
+        return sample_from_z(self.sample_model, z, seed=randomness.fold_in(
+            randomness.as_seed(seed), 0), max_len=SAMPLE_MAX_LEN)
 
     def sample(self, num: int, seed: int) -> dict:
         tf = self.tf
