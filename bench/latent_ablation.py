@@ -115,6 +115,12 @@ RECIPES = {
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
         "train.learning_rate=3e-3", "train.warmup_steps=100",
         "data.properties=logp,qed,sa,plogp"],
+    # the demo's recipe with that head (issue 12: R² and the optimiser on a jointly shaped z)
+    "kekule_beta0.1_molecule_bidir_gsoftmax_lr5e-3_props": [
+        "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
+        "model.encoder_bidirectional=true", "train.grammar_softmax=true",
+        "train.learning_rate=5e-3", "train.warmup_steps=100",
+        "data.properties=logp,qed,sa,plogp"],
 }
 
 
