@@ -131,7 +131,8 @@ class TrainConfig:
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
     grammar_softmax: bool = False  # SMILES runs (no effect on others): the decoder's softmax is
     #   over the tokens the grammar mask allows after each prefix (trained as it samples)
-    property_weight: float = 0.5  # weight of the property head's MSE (data.properties; chemical VAE 0.5)
+    property_weight: float = 0.5  # weight of the property head's MSE against the per-token
+    #   cross-entropy (data.properties; chemical VAE 0.5; per_molecule scales it by tokens/molecule)
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
     jit_compile: bool = False  # compile the train step with XLA

@@ -167,8 +167,11 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
         over the tokens it allows after each target prefix (``constrained_logits``), with room
         for ``max_len`` tokens, as masked decoding sees them.
       targets: float ``(B, P)`` standardised properties (NaN where unknown) for a model with a
-        property head: ``config.property_weight * property_loss`` joins the loss, and
-        ``property`` (the MSE) the outputs.
+        property head: its MSE (``property`` in the outputs) joins the loss weighted against the
+        reconstruction term as the chemical VAE weighs it against the mean cross-entropy per
+        token: ``config.property_weight`` with ``per_token``, and that times the batch's mean
+        tokens per molecule with ``per_molecule`` (whose reconstruction term is summed over
+        each molecule's tokens), so that 0.5 means the chemical VAE's balance in both.
     """
     seed = randomness.fold_in(randomness.as_seed(config.seed), step)
     rows = tf.shape(ids)[0]
@@ -203,5 +206,7 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
               "kl_weight": tf.cast(kl_weight, tf.float32)}
     if targets is not None and "properties" in out:
         losses["property"] = property_loss(targets, out["properties"])
-        losses["loss"] += config.property_weight * losses["property"]
+        weight = config.property_weight * (1.0 if config.kl_reduction == "per_token"
+                                           else global_tokens / global_rows)
+        losses["loss"] += weight * losses["property"]
     return losses

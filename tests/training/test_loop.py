@@ -121,6 +121,27 @@ def test_kl_reduction_fixes_beta_per_molecule_whatever_the_length(reduction):
         assert float(out["loss"]) == pytest.approx(recon + 0.3 * float(out["kl"]), rel=1e-5)
 
 
+@pytest.mark.parametrize("reduction", ["per_token", "per_molecule"])
+def test_property_weight_keeps_the_chemical_vae_balance_in_both_conventions(reduction):
+    """The property head's MSE is weighted against the mean cross-entropy per token, as the
+    chemical VAE weighs it: per_molecule (reconstruction summed per molecule) scales the weight
+    by the batch's tokens per molecule, so the head's pull on z matches per_token's."""
+    config = with_train(tiny_config(), kl_schedule="constant", kl_weight_end=0.3,
+                        kl_reduction=reduction, property_weight=0.5)
+    model, _, _ = build_training(config, 12, 12, 100, num_properties=2)
+    targets = tf.constant([[0.5, -1.0], [1.5, 0.2]], tf.float32)
+    for ids in (np.array([[5, 6, 2] + [0] * 9, [7, 2] + [0] * 10], np.int32),
+                np.array([[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 6, 2]] * 2, np.int32)):
+        out = compute_losses(model, tf.constant(ids), tf.constant(0, tf.int64), config.train, 100,
+                             targets=targets)
+        tokens_per_molecule = (ids != 0).sum() / len(ids)
+        recon, weight = (float(out["recon"]), 0.5) if reduction == "per_token" else (
+            float(out["recon"]) * tokens_per_molecule, 0.5 * tokens_per_molecule)
+        assert float(out["property"]) > 0
+        assert float(out["loss"]) == pytest.approx(
+            recon + 0.3 * float(out["kl"]) + weight * float(out["property"]), rel=1e-5)
+
+
 def test_replan_fits_the_rest_of_the_budget():
     from seqvae.training.loop import _replan
 
