@@ -88,8 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=defaults.steps)
     parser.add_argument("--restarts", type=int, default=defaults.restarts)
     parser.add_argument("--samples", type=int, default=defaults.samples)
-    parser.add_argument("--step-size", type=float, default=0.25)
-    parser.add_argument("--trust-radius", type=float, default=2.0)
+    parser.add_argument("--step-size", type=float, default=defaults.step_size)
+    parser.add_argument("--trust-radius", type=float, default=defaults.trust_radius)
     parser.add_argument("--out", default="bench/optimize.md")
     args = parser.parse_args(argv)
 
@@ -152,7 +152,7 @@ def format_table(rows: dict, top: dict, results: dict) -> str:
 
     settings = results["settings"]  # the row names the run and the scale actually measured
     among = f"of the first {settings['pool']:,}" if settings["pool"] else "of all"
-    chosen = (f"every {settings['stride']}th ({rows[0.4]['starts']}) of the {settings['n']}"
+    chosen = (f"one in {settings['stride']} ({rows[0.4]['starts']}) of the {settings['n']}"
               if settings["stride"] > 1 else rows[0.4]["starts"])
     lines = ["| method (data) | δ = 0.4 improvement (success) | δ = 0.6 improvement (success) |",
              "|---|---|---|",

@@ -392,12 +392,11 @@ def cmd_optimize(args) -> int:
     from seqvae.data.sources import read_sequences
     from seqvae.files import write_text_atomic
 
-    search = {name: getattr(args, name) for name in ("steps", "restarts", "samples")
-              if getattr(args, name) is not None}  # else OptimizeSettings's defaults
     settings = opt.OptimizeSettings(
-        similarity=args.similarity,  # unconstrained without --start
-        step_size=args.step_size, trust_radius=args.trust_radius, temperature=args.temperature,
-        minimize=args.minimize, grammar=not args.no_grammar, seed=args.seed, **search)
+        similarity=args.similarity, steps=args.steps,  # unconstrained without --start
+        restarts=args.restarts, step_size=args.step_size, trust_radius=args.trust_radius,
+        samples=args.samples, temperature=args.temperature, minimize=args.minimize,
+        grammar=not args.no_grammar, seed=args.seed)
     run = _load(args.run_dir)
     starts = None
     if args.start:
@@ -665,13 +664,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "unconstrained search from prior samples)")
     p.add_argument("--similarity", type=float, default=0.4,
                    help="min Tanimoto similarity to the start (Morgan r2, 2048 bits)")
-    p.add_argument("--steps", type=int, help="gradient steps per path (default 5)")
-    p.add_argument("--restarts", type=int, help="paths per start (default 8)")
+    p.add_argument("--steps", type=int, default=5, help="gradient steps per path")
+    p.add_argument("--restarts", type=int, default=8, help="paths per start")
     p.add_argument("--step-size", type=float, default=0.25)
     p.add_argument("--trust-radius", type=float, default=2.0,
                    help="max distance in z from the start's encoding")
-    p.add_argument("--samples", type=int,
-                   help="sampled decodings per point besides the greedy one (default 4)")
+    p.add_argument("--samples", type=int, default=4,
+                   help="sampled decodings per point besides the greedy one")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("-n", "--n", type=int, default=800,
                    help="prior samples without --start; the first N of a moses:SPLIT start")

@@ -75,3 +75,16 @@ def test_train_with_a_non_numeric_column_is_one_line(tmp_path, capsys):
                  "--properties", "col:pIC50", *TINY]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "seqvae: error: " + f"{data}:7: column 'pIC50' holds 'high', not a number"
+
+
+def test_optimize_cli_defaults_are_the_library_defaults():
+    """`seqvae optimize` spells its search defaults out (the parser must not import TensorFlow);
+    they are OptimizeSettings's, so the CLI and the Python API search alike."""
+    from seqvae.cli import build_parser
+    from seqvae.optimize import OptimizeSettings
+
+    args = build_parser().parse_args(["optimize", "RUN", "--objective", "qed", "--out", "x.csv"])
+    defaults = OptimizeSettings()
+    for name in ("similarity", "steps", "restarts", "step_size", "trust_radius", "samples",
+                 "temperature", "seed"):
+        assert getattr(args, name) == getattr(defaults, name), name
