@@ -128,7 +128,7 @@ def cmd_sample(args) -> int:
     run = _load(args.run_dir)
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
                              greedy=args.greedy, seed=args.seed, grammar=not args.no_grammar,
-                             prior=args.prior)
+                             prior=args.prior, rejection=args.rejection)
     if args.valid_only:
         from seqvae.data.chemistry import canonical_smiles
 
@@ -267,7 +267,7 @@ def cmd_evaluate(args) -> int:
                        include_fcd=not args.no_fcd, iw_samples=args.iw_samples,
                        recon_molecules=args.recon_molecules,
                        quality_sequences=args.quality_sequences, seed=args.seed,
-                       grammar=not args.no_grammar, prior=args.prior,
+                       grammar=not args.no_grammar, prior=args.prior, rejection=args.rejection,
                        progress=None if args.quiet else print_to_stderr)
     if args.json:
         with open(os.path.join(results["report_dir"], "metrics.json")) as handle:
@@ -484,6 +484,14 @@ def _add_grammar_option(p) -> None:
                    "it only allows tokens that keep the string a completable molecule)")
 
 
+def _add_rejection_option(p) -> None:
+    p.add_argument("--rejection", type=int, default=0, metavar="R",
+                   help="SMILES runs: sample from the model conditioned on the grammar instead "
+                   "of under its mask: a sample the grammar rejects is drawn again (new z) up "
+                   "to R rounds, then masked (0: off; no effect on runs trained with the "
+                   "constrained softmax, whose distribution is the masked one)")
+
+
 def _add_prior_option(p) -> None:
     p.add_argument("--prior", choices=("standard", "fitted"), default="standard",
                    help="z from N(0, I) (standard) or from the Gaussian fitted to the run's "
@@ -543,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--valid-only", action="store_true", help="keep only RDKit-valid SMILES")
     _add_grammar_option(p)
     _add_prior_option(p)
+    _add_rejection_option(p)
 
     p = command("fit-prior", cmd_fit_prior, "fit a Gaussian (or a mixture) to the run's "
                 "aggregate posterior (ex-post density estimation), for sample/evaluate --prior fitted")
@@ -611,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_grammar_option(p)
     _add_prior_option(p)
+    _add_rejection_option(p)
 
     p = command("interpolate", cmd_interpolate, "decode the path between two sequences")
     p.add_argument("run_dir")

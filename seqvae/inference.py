@@ -90,40 +90,148 @@ def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.
     ``"{verb} done/total (rate/s)"``; ``grammar`` and ``beam_width`` as in ``compiled_decoder``.
     From ``COMPILED_MASK_MIN`` vectors on, the grammar mask runs under XLA (the same texts).
     """
+    texts = []
+    decode_id_batches(run, z, greedy, temperature, top_k, seed, batch_size, progress, verb,
+                      grammar, beam_width, out=lambda ids: texts.extend(ids_to_texts(run.codec, ids)))
+    return texts
+
+
+def decode_id_batches(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0,
+                      top_k: int = 0, seed: int = 0, batch_size: int = 1000,
+                      progress: Callable[[str], None] | None = None, verb: str = "decoded",
+                      grammar: bool = True, beam_width: int = 0,
+                      out: Callable[[np.ndarray], None] | None = None) -> None:
+    """``decode``'s loop: hands the int32 ids ``(b, max_len)`` of each batch to ``out``."""
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
     decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar, beam_width,
                                   compiled_mask=len(z) >= COMPILED_MASK_MIN)
     base = randomness.as_seed(seed)
-    texts, started = [], time.monotonic()
+    done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
         ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i))
-        texts.extend(ids_to_texts(run.codec, ids.numpy()))
+        out(ids.numpy())
+        done += len(ids)
         if progress is not None:
-            rate = len(texts) / max(time.monotonic() - started, 1e-9)
-            progress(f"{verb} {len(texts)}/{len(z)} ({rate:.0f}/s)")
-    return texts
+            rate = done / max(time.monotonic() - started, 1e-9)
+            progress(f"{verb} {done}/{len(z)} ({rate:.0f}/s)")
 
 
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,
            seed: int = 0, batch_size: int = 1000,
            progress: Callable[[str], None] | None = None, grammar: bool = True,
-           prior: str = "standard") -> list[str]:
+           prior: str = "standard", rejection: int = 0,
+           stats: dict | None = None) -> list[str]:
     """Draws ``num`` texts from the prior; the same seed gives the same texts.
 
     ``prior``: ``standard`` samples ``z ~ N(0, I)``, ``decoding.prior_z(num, latent_dim, seed)``
     (the exported ``sample`` signature and ``decoding.sample_prior`` draw the same); ``fitted``
     the run's fitted prior (``fit_prior``, ``seqvae.latent_prior``) from the same noise.
     ``grammar`` as in ``compiled_decoder``.
+
+    ``rejection`` R > 0 (``rejection_sample``): SMILES runs draw from the model *conditioned*
+    on the grammar instead of decoding under its mask. Ignored where the mask is the model's
+    own distribution (``train.grammar_softmax``) or there is no grammar (other notations).
+    ``stats``, when given, receives ``rejected`` (the share of first draws the grammar
+    rejected; 0 without rejection) and ``masked`` (the share decoded under the mask after R
+    rounds).
     """
-    z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
-    if prior == "fitted":
-        z = latent_prior.load(run.run_dir).transform(z, seed)
-    elif prior != "standard":
-        raise SeqvaeError(f"prior must be one of {', '.join(latent_prior.PRIORS)}, got {prior!r}")
+    if rejection < 0:
+        raise SeqvaeError(f"rejection rounds must be >= 0 (0 = off), got {rejection}")
+    z = _prior_draw(run, num, seed, prior)
+    if rejection and not grammar:
+        raise SeqvaeError("rejection sampling works under the grammar: drop --no-grammar, or "
+                          "use --rejection 0")
+    if rejection and run.grammar is not None and not run.config.train.grammar_softmax:
+        return rejection_sample(run, z, rejection, temperature=temperature, top_k=top_k,
+                                greedy=greedy, seed=seed, batch_size=batch_size,
+                                progress=progress, prior=prior, stats=stats)
+    if stats is not None:
+        stats.update(rejected=0.0, masked=0.0)
     return decode(run, z, greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                   batch_size=batch_size, progress=progress, verb="sampled", grammar=grammar)
+
+
+def _prior_draw(run: Run, num: int, seed, prior: str) -> np.ndarray:
+    """``num`` latent vectors ``(num, latent_dim)`` from the standard or the fitted prior."""
+    z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
+    if prior == "fitted":
+        return latent_prior.load(run.run_dir).transform(z, seed)
+    if prior != "standard":
+        raise SeqvaeError(f"prior must be one of {', '.join(latent_prior.PRIORS)}, got {prior!r}")
+    return z
+
+
+def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 1.0,
+                     top_k: int = 0, greedy: bool = False, seed: int = 0,
+                     batch_size: int = 1000, progress: Callable[[str], None] | None = None,
+                     prior: str = "standard", stats: dict | None = None) -> list[str]:
+    """Samples from the model conditioned on the grammar: exact where the mask is not.
+
+    Decoding under the mask renormalises the model's distribution over the allowed tokens at
+    every step, which moves probability onto strings the model itself finds unlikely (the
+    completions of prefixes heading for an impossible token: measured, they are less like the
+    training molecules). This draws instead from ``p(x | x grammatical)``: each row is decoded
+    *without* the mask from its ``z``; a row whose string the grammar rejects
+    (``SmilesGrammar.first_violation``) is drawn again, a fresh ``z`` from ``prior`` and fresh
+    noise, for up to ``rounds`` rounds; what is still rejected then is decoded under the mask
+    from its last ``z`` (the share is about ``rejected ** rounds``). Sampling is Gumbel-max, so a
+    row the first round accepts is exactly what masked sampling with the same seed gives.
+
+    Args:
+      run: a SMILES run with a grammar.
+      z: the first round's latent vectors ``(N, latent_dim)``.
+      rounds: R >= 1.
+      prior: where later rounds draw ``z`` (``standard`` or ``fitted``).
+      stats: receives ``rejected`` (share of rows the first round rejected) and ``masked``
+        (share decoded under the mask at the end).
+
+    Returns:
+      N texts in row order; deterministic for a seed.
+    """
+    if rounds < 1 or run.grammar is None:
+        raise SeqvaeError("rejection sampling needs a SMILES run and at least one round")
+    violation = _cached(run, ("first_violation",), lambda: tf.function(
+        run.grammar.first_violation, reduce_retracing=True, autograph=False))
+    texts: list[str | None] = [None] * len(z)
+    pending, rejected_first = np.arange(len(z)), None
+    for round_ in range(rounds):
+        round_seed = seed if round_ == 0 else _derived_seed(seed, round_)
+        if round_:
+            z = z.copy()
+            z[pending] = _prior_draw(run, len(pending), round_seed, prior)
+        ids_list: list[np.ndarray] = []
+        decode_id_batches(run, z[pending], greedy=greedy, temperature=temperature, top_k=top_k,
+                          seed=round_seed, batch_size=batch_size, grammar=False,
+                          out=ids_list.append)
+        ids = np.concatenate(ids_list) if ids_list else np.zeros((0, run.max_len), np.int32)
+        bad = np.concatenate([violation(tf.constant(ids[i:i + batch_size])).numpy()
+                              for i in range(0, len(ids), batch_size)] or [[]]) >= 0
+        for row, text in zip(pending[~bad], ids_to_texts(run.codec, ids[~bad])):
+            texts[row] = text
+        if rejected_first is None:
+            rejected_first = float(bad.mean()) if len(bad) else 0.0
+        pending = pending[bad]
+        if progress is not None:
+            progress(f"sampled {len(z) - len(pending)}/{len(z)} the grammar accepts "
+                     f"(round {round_ + 1} of {rounds})")
+        if not len(pending):
+            break
+    if len(pending):  # what R rounds did not get past the grammar: under the mask
+        last = decode(run, z[pending], greedy=greedy, temperature=temperature, top_k=top_k,
+                      seed=_derived_seed(seed, rounds), batch_size=batch_size,
+                      grammar=True)
+        for row, text in zip(pending, last):
+            texts[row] = text
+    if stats is not None:
+        stats.update(rejected=rejected_first or 0.0, masked=len(pending) / max(len(z), 1))
+    return texts
+
+
+def _derived_seed(seed: int, salt: int) -> int:
+    """An int seed for rejection round ``salt`` of ``seed`` (a hash: unlike any nearby seed)."""
+    return int(randomness.fold_in(randomness.as_seed(seed), 0x4E4A + salt)[0]) & 0x7FFFFFFF
 
 
 def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int = 1000,

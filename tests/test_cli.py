@@ -47,6 +47,19 @@ def test_sample_to_file_and_stdout(run_dir, tmp_path, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 7
 
 
+def test_sample_rejection_flag_and_its_one_line_errors(run_dir, capsys):
+    assert main(["sample", run_dir, "-n", "30", "--seed", "2", "--rejection", "3"]) == 0
+    drawn = capsys.readouterr().out.splitlines()
+    from seqvae import inference
+    from seqvae.training.rundir import load_run
+
+    assert drawn == inference.sample(load_run(run_dir), 30, seed=2, rejection=3)
+    assert main(["sample", run_dir, "-n", "3", "--rejection", "2", "--no-grammar"]) == 2
+    assert "rejection sampling works under the grammar" in capsys.readouterr().err
+    assert main(["sample", run_dir, "-n", "3", "--rejection", "-1"]) == 2
+    assert "rejection rounds must be >= 0" in capsys.readouterr().err
+
+
 def _parses(smiles: str) -> bool:
     """RDKit parses the line (checked here directly, not through seqvae.data.chemistry)."""
     from rdkit import Chem, RDLogger

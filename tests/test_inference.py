@@ -35,6 +35,47 @@ def test_smiles_runs_sample_under_the_grammar_by_default(run):
     assert _syntax_ok(masked) >= 0.95 * len(masked) > _syntax_ok(unmasked)
 
 
+def test_rejection_sampling_keeps_only_what_the_grammar_accepts_unmasked(run):
+    stats = {}
+    texts = inference.sample(run, 300, seed=3, rejection=4, stats=stats)
+    assert texts == inference.sample(run, 300, seed=3, rejection=4)  # deterministic
+    ids = encode_texts(run.codec, texts, on_error="skip", check_molecules=False).ids
+    first = run.grammar.first_violation(tf.constant(ids)).numpy()
+    rows = np.flatnonzero(first >= 0)  # only a masked fallback row may end in a dead end
+    assert (ids[rows, first[rows]] == EOS_ID).all() and len(rows) <= stats["masked"] * len(ids)
+    # The tiny run is barely trained: the first round rejects many rows, and what R rounds
+    # leave is decoded under the mask.
+    from seqvae.model.decoding import prior_z
+
+    ids = []
+    inference.decode_id_batches(run, prior_z(300, run.config.model.latent_dim, 3).numpy(),
+                                greedy=False, seed=3, grammar=False, out=ids.append)
+    accepted = run.grammar.first_violation(tf.constant(np.concatenate(ids))).numpy() < 0
+    assert stats["rejected"] == 1 - accepted.mean() > 0.2
+    assert 0 < stats["masked"] < stats["rejected"]
+    unmasked = inference.sample(run, 300, seed=3, grammar=False)
+    # A row the first round accepts is exactly the unmasked sample, and the masked one (Gumbel-max).
+    masked = inference.sample(run, 300, seed=3)
+    for row in np.flatnonzero(accepted):
+        assert texts[row] == unmasked[row] == masked[row]
+    assert sum(texts[row] != masked[row] for row in np.flatnonzero(~accepted)) > 0
+
+
+def test_rejection_sampling_is_moot_without_a_choice_and_refused_without_the_grammar(run):
+    import pytest
+
+    from seqvae.errors import SeqvaeError
+
+    stats = {}
+    assert inference.sample(run, 50, seed=1, rejection=0, stats=stats) == inference.sample(run, 50, seed=1)
+    assert stats == {"rejected": 0.0, "masked": 0.0}
+    with pytest.raises(SeqvaeError, match="under the grammar"):
+        inference.sample(run, 5, rejection=2, grammar=False)
+    trained_masked = dataclasses.replace(run, config=dataclasses.replace(
+        run.config, train=dataclasses.replace(run.config.train, grammar_softmax=True)))
+    assert inference.sample(trained_masked, 50, seed=1, rejection=3) == inference.sample(run, 50, seed=1)
+
+
 def test_many_samples_run_the_mask_under_xla_with_the_same_texts(run, monkeypatch):
     from seqvae.model import grammar as grammar_module
 

@@ -83,7 +83,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
              include_fcd: bool = True, iw_samples: int = 10,
              recon_molecules: int = EVALUATE_RECON_MOLECULES,
              quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0,
-             grammar: bool = True, prior: str = "standard",
+             grammar: bool = True, prior: str = "standard", rejection: int = 0,
              progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
@@ -112,6 +112,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         results say whether it was on (``grammar``).
       prior: ``standard`` (N(0, I)) or ``fitted`` (``seqvae.latent_prior``, after
         ``seqvae fit-prior``): where the generation metrics' samples come from.
+      rejection: R > 0 samples SMILES runs from the model conditioned on the grammar
+        (``inference.rejection_sample``) instead of under its mask; the results' ``sampling``
+        says how many first draws the grammar rejected and how many were masked in the end.
       progress: called with status lines; None for silence.
 
     Returns:
@@ -135,8 +138,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
     tick = time.monotonic()
     report(f"sampling {n_samples} sequences from the {prior} prior")
+    sampling = {"rejection_rounds": rejection}
     samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar,
-                               prior=prior)
+                               prior=prior, rejection=rejection, stats=sampling)
     walls["sampling"] = time.monotonic() - tick
 
     generation = None
@@ -195,7 +199,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         "run_dir": run.run_dir, "n_samples": n_samples, "seed": seed,
         "tokenizer": run.info["tokenizer"], "data_source": run.info.get("data_source"),
         "grammar": bool((grammar or run.config.train.grammar_softmax) and run.grammar is not None),
-        "prior": prior,
+        "prior": prior, "sampling": sampling,
         "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
         "properties": properties,
         "references": references, "wall_seconds": walls, "notes": notes,

@@ -64,6 +64,11 @@ def _rows(results: dict) -> list[tuple[str, list[tuple[str, str]]]]:
               ("tokenizer", _format_value(results.get("tokenizer"))),
               ("data_source", _format_value(results.get("data_source"))),
               ("grammar mask", _format_value(results.get("grammar")))]
+    sampling = results.get("sampling") or {}
+    if sampling.get("rejection_rounds"):  # what the grammar rejected, so raw validity shows
+        header += [("rejection rounds", _format_value(sampling["rejection_rounds"])),
+                   ("rejected first draws", _format_value(sampling.get("rejected"))),
+                   ("masked after the rounds", _format_value(sampling.get("masked")))]
     header += [(f"reference {name}", _format_value(value))
                for name, value in (results.get("references") or {}).items()]
     sections.append(("Run", header))

@@ -88,6 +88,19 @@ def test_evaluate_without_references_skips_and_notes(run):
     assert results["references"] == {"test": None, "test_scaffolds": None, "train": None}
 
 
+def test_evaluate_with_rejection_reports_what_the_grammar_rejected(run):
+    results = ev.evaluate(run.run_dir, n_samples=40, include_fcd=False, recon_molecules=0,
+                          quality_sequences=0, rejection=2, progress=None)
+    sampling = results["sampling"]
+    assert sampling["rejection_rounds"] == 2 and 0 < sampling["masked"] <= sampling["rejected"] <= 1
+    with open(os.path.join(results["report_dir"], "report.md")) as handle:
+        table = handle.read()
+    assert "rejected first draws" in table and "masked after the rounds" in table
+    plain = ev.evaluate(run.run_dir, n_samples=10, include_fcd=False, recon_molecules=0,
+                        quality_sequences=0, progress=None)
+    assert plain["sampling"] == {"rejection_rounds": 0, "rejected": 0.0, "masked": 0.0}
+
+
 def test_evaluate_notes_a_missing_fcd(run, monkeypatch):
     def missing():
         raise moses_metrics.MissingExtraError("FCD needs the fcd extra (No module named 'fcd'); "
