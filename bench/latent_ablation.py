@@ -29,11 +29,12 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # The demo as it was before the latent recipe: every recipe is --set overrides on top of it
-# (the current demo preset is the recipe kekule_beta0.1_molecule_bidir_gsoftmax_lr5e-3).
+# (the current demo preset is the recipe kekule_beta0.1_molecule_bidir_lr5e-3, sampled by
+# rejection under the grammar: the row's *_rejection columns).
 BASELINE = ["model.encoder_bidirectional=false", "data.kekulize=false",
             "train.kl_reduction=per_token", "train.kl_weight_end=0.02",
             "train.grammar_softmax=false", "train.learning_rate=1e-3", "train.warmup_steps=0",
-            "train.precision=float32"]
+            "train.precision=float32", "model.rejection_rounds=0"]
 # name -> --set overrides on top of BASELINE
 RECIPES = {
     "demo": [],
@@ -237,15 +238,24 @@ def measure(run_dir: str, args) -> dict:
         row["valid_t1_no_grammar"] = moses_metrics.fraction_valid(unmasked)
         row["fcd_no_grammar"] = fcd_or_none(remove_invalid(unmasked), test_fcd)
     train_set = set(read_sequences("moses:train").texts)
-    samples = inference.sample(run, args.samples, temperature=1.0, seed=0)
+    if run.grammar is not None and not run.config.train.grammar_softmax:  # the demo's sampler
+        stats = {}
+        samples = inference.sample(run, args.samples, temperature=1.0, seed=0, rejection=8,
+                                   stats=stats)
+        rejected = sample_measures(samples, train_set, test_fcd)
+        row.update({"valid_t1_rejection": rejected["valid"], "unique_rejection": rejected["unique"],
+                    "novelty_rejection": rejected["novelty"], "fcd_rejection": rejected["fcd"],
+                    "rejected_first_draws": stats["rejected"]})
+    samples = inference.sample(run, args.samples, temperature=1.0, seed=0, rejection=0)
     t1 = sample_measures(samples, train_set, test_fcd)
     row.update({"valid_t1": t1["valid"], "unique@10k": t1["unique"], "novelty": t1["novelty"],
                 "fcd_test": t1["fcd"]})
-    samples = inference.sample(run, args.samples, temperature=0.7, seed=0)
+    samples = inference.sample(run, args.samples, temperature=0.7, seed=0, rejection=0)
     row["valid_t0.7"] = moses_metrics.fraction_valid(samples)
     if args.fitted_prior:  # z from the Gaussian fitted to 50k training encodings
         inference.fit_prior(run, "moses:train", limit=50_000, components=args.prior_components)
-        samples = inference.sample(run, args.samples, temperature=1.0, seed=0, prior="fitted")
+        samples = inference.sample(run, args.samples, temperature=1.0, seed=0, prior="fitted",
+                                   rejection=0)
         fitted = sample_measures(samples, train_set, test_fcd)
         row.update({"valid_t1_fitted": fitted["valid"], "novelty_fitted": fitted["novelty"],
                     "fcd_fitted": fitted["fcd"]})
@@ -261,7 +271,8 @@ def measure(run_dir: str, args) -> dict:
 COLUMNS = ("recipe", "steps", "train_s", "recon_greedy", "recon_beam5", "token_acc", "recon_kusner",
            "active_units", "kl", "valid_t1_no_grammar", "valid_t1", "valid_t0.7", "unique@10k",
            "novelty", "fcd_test", "fcd_no_grammar", "valid_t1_fitted", "novelty_fitted",
-           "fcd_fitted", "interp_valid", "interp_distinct", "r2_logp", "r2_qed")
+           "fcd_fitted", "valid_t1_rejection", "unique_rejection", "novelty_rejection",
+           "fcd_rejection", "interp_valid", "interp_distinct", "r2_logp", "r2_qed")
 
 
 def table(rows: list[dict]) -> str:

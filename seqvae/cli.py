@@ -339,15 +339,18 @@ def cmd_demo(args) -> int:
         _print_train_summary(summary)
     run = load_run(args.out)
     for temperature in args.temperatures:
+        stats: dict = {}
         samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed,
-                                   grammar=not args.no_grammar)
+                                   grammar=not args.no_grammar, stats=stats)
         path = os.path.join(args.out, f"samples_t{temperature:g}.smi")
         _write_lines(samples, path)
         valid = remove_invalid(samples)
         unique = fraction_unique(valid) if valid else 0.0
+        how = (f" (by rejection under the grammar: {100 * stats['rejected']:.1f}% of first draws "
+               f"rejected, {100 * stats['masked']:.1f}% masked)" if stats.get("rejected") else "")
         print(f"sampled {len(samples)} molecules from the prior at temperature {temperature:g}: "
-              f"valid {100 * fraction_valid(samples):.1f}%, unique (of valid) {100 * unique:.1f}% "
-              f"-> {path}")
+              f"valid {100 * fraction_valid(samples):.1f}%, unique (of valid) {100 * unique:.1f}%"
+              f"{how} -> {path}")
     test = read_sequences("moses:test", limit=args.n).texts
     greedy = inference.reconstruct(run, test, num_samples=0, grammar=not args.no_grammar)
     print(f"reconstructed {100 * greedy['exact_match_mean_z']:.1f}% of the first {len(test)} MOSES "
@@ -485,10 +488,11 @@ def _add_grammar_option(p) -> None:
 
 
 def _add_rejection_option(p) -> None:
-    p.add_argument("--rejection", type=int, default=0, metavar="R",
+    p.add_argument("--rejection", type=int, default=None, metavar="R",
                    help="SMILES runs: sample from the model conditioned on the grammar instead "
                    "of under its mask: a sample the grammar rejects is drawn again (new z) up "
-                   "to R rounds, then masked (0: off; no effect on runs trained with the "
+                   "to R rounds, then masked (0: the mask; default: the run's "
+                   "model.rejection_rounds, 8 for the demo; no effect on runs trained with the "
                    "constrained softmax, whose distribution is the masked one)")
 
 

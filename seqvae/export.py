@@ -18,7 +18,9 @@ client of a SELFIES export converts with ``selfies.encoder`` / ``selfies.decoder
 what it decodes is ordinary SMILES.
 
 SMILES runs decode under the grammar mask (``seqvae.model.grammar``), in the graph, as
-seqvae's own decoding does by default. ``sample`` equals
+seqvae's own decoding does by default; a run that samples by rejection under the grammar
+(``model.rejection_rounds``, the demo) does so in ``sample`` too, its rounds unrolled in the
+graph (``seqvae.inference.rejection_sample``). ``sample`` equals
 ``seqvae.inference.sample(run, n, temperature=..., seed=...)`` for
 ``n <= 1000`` (one decoding batch), and ``decode``/``encode`` equal ``inference.decode`` /
 ``inference.encode``. Serve it with TensorFlow Serving, e.g.::
@@ -65,6 +67,8 @@ class ExportModule(tf.Module):
         # SMILES runs decode under the grammar mask, as seqvae's own decoding does; its tables
         # become constants of the traced signatures (kept out of the object graph).
         object.__setattr__(self, "grammar", run.grammar)
+        self.rejection_rounds = (run.config.model.rejection_rounds if run.grammar is not None
+                                 and not run.config.train.grammar_softmax else 0)
         self.latent_dim = run.config.model.latent_dim
         tokens = run.vocab.tokens
         self.tokens = tf.constant(tokens)
@@ -114,7 +118,37 @@ class ExportModule(tf.Module):
         temperature = tf.maximum(temperature, 1e-3)  # 0 or less: (near-)greedy
         base = tf.stack([tf.cast(seed, tf.int32), 0])
         z = decoding.prior_z(n, self.latent_dim, base)
+        if self.rejection_rounds:
+            return {"sequences": self._texts(self._rejection_ids(z, temperature, base))}
         return self._decode_with(z, False, temperature, randomness.fold_in(base, 0))
+
+    def _rejection_ids(self, z, temperature, base):
+        """``inference.rejection_sample`` in the graph, for one decoding batch: the same seeds
+        (round r > 0 draws from ``_derived_seed(seed, r)``), the same texts."""
+        def derived(salt):
+            return tf.stack([tf.bitwise.bitwise_and(randomness.fold_in(base, 0x4E4A + salt)[0],
+                                                    0x7FFFFFFF), 0])
+
+        def draw(rows_z, round_base, grammar):
+            return decoding.sample_from_z(self.model, rows_z, self.max_len, greedy=False,
+                                          temperature=temperature,
+                                          seed=randomness.fold_in(round_base, 0), grammar=grammar,
+                                          compiled_mask=False)
+
+        ids = tf.zeros([tf.shape(z)[0], self.max_len], tf.int32)
+        pending = tf.range(tf.shape(z)[0])
+        for round_ in range(self.rejection_rounds):  # unrolled: R is fixed for the run
+            round_base = base if round_ == 0 else derived(round_)
+            if round_:
+                fresh = decoding.prior_z(tf.size(pending), self.latent_dim, round_base)
+                z = tf.tensor_scatter_nd_update(z, pending[:, None], fresh)
+            drawn = draw(tf.gather(z, pending), round_base, None)
+            accepted = self.grammar.first_violation(drawn) < 0
+            ids = tf.tensor_scatter_nd_update(ids, tf.boolean_mask(pending, accepted)[:, None],
+                                              tf.boolean_mask(drawn, accepted))
+            pending = tf.boolean_mask(pending, ~accepted)
+        masked = draw(tf.gather(z, pending), derived(self.rejection_rounds), self.grammar)
+        return tf.tensor_scatter_nd_update(ids, pending[:, None], masked)
 
 
 def export(run_dir: str, out_dir: str) -> str:

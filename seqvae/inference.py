@@ -90,17 +90,17 @@ def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.
     ``"{verb} done/total (rate/s)"``; ``grammar`` and ``beam_width`` as in ``compiled_decoder``.
     From ``COMPILED_MASK_MIN`` vectors on, the grammar mask runs under XLA (the same texts).
     """
-    texts = []
-    decode_id_batches(run, z, greedy, temperature, top_k, seed, batch_size, progress, verb,
-                      grammar, beam_width, out=lambda ids: texts.extend(ids_to_texts(run.codec, ids)))
+    texts: list[str] = []
+    decode_id_batches(run, z, lambda ids: texts.extend(ids_to_texts(run.codec, ids)), greedy,
+                      temperature, top_k, seed, batch_size, progress, verb, grammar, beam_width)
     return texts
 
 
-def decode_id_batches(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0,
-                      top_k: int = 0, seed: int = 0, batch_size: int = 1000,
+def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None],
+                      greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
+                      seed: int = 0, batch_size: int = 1000,
                       progress: Callable[[str], None] | None = None, verb: str = "decoded",
-                      grammar: bool = True, beam_width: int = 0,
-                      out: Callable[[np.ndarray], None] | None = None) -> None:
+                      grammar: bool = True, beam_width: int = 0) -> None:
     """``decode``'s loop: hands the int32 ids ``(b, max_len)`` of each batch to ``out``."""
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
@@ -121,7 +121,7 @@ def decode_id_batches(run: Run, z: np.ndarray, greedy: bool = True, temperature:
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,
            seed: int = 0, batch_size: int = 1000,
            progress: Callable[[str], None] | None = None, grammar: bool = True,
-           prior: str = "standard", rejection: int = 0,
+           prior: str = "standard", rejection: int | None = None,
            stats: dict | None = None) -> list[str]:
     """Draws ``num`` texts from the prior; the same seed gives the same texts.
 
@@ -131,12 +131,16 @@ def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy:
     ``grammar`` as in ``compiled_decoder``.
 
     ``rejection`` R > 0 (``rejection_sample``): SMILES runs draw from the model *conditioned*
-    on the grammar instead of decoding under its mask. Ignored where the mask is the model's
-    own distribution (``train.grammar_softmax``) or there is no grammar (other notations).
+    on the grammar instead of decoding under its mask; None takes the run's
+    ``model.rejection_rounds`` (0 unless its preset chose rejection), and 0 masks. Ignored where
+    the mask is the model's own distribution (``train.grammar_softmax``) or there is no grammar
+    (other notations). ``grammar=False`` with the run's default means no grammar at all.
     ``stats``, when given, receives ``rejected`` (the share of first draws the grammar
     rejected; 0 without rejection) and ``masked`` (the share decoded under the mask after R
     rounds).
     """
+    if rejection is None:
+        rejection = run.config.model.rejection_rounds if grammar else 0
     if rejection < 0:
         raise SeqvaeError(f"rejection rounds must be >= 0 (0 = off), got {rejection}")
     z = _prior_draw(run, num, seed, prior)
@@ -194,17 +198,17 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
         raise SeqvaeError("rejection sampling needs a SMILES run and at least one round")
     violation = _cached(run, ("first_violation",), lambda: tf.function(
         run.grammar.first_violation, reduce_retracing=True, autograph=False))
+    z = np.array(z, np.float32)  # a copy: later rounds replace the rejected rows' z
     texts: list[str | None] = [None] * len(z)
     pending, rejected_first = np.arange(len(z)), None
     for round_ in range(rounds):
         round_seed = seed if round_ == 0 else _derived_seed(seed, round_)
         if round_:
-            z = z.copy()
             z[pending] = _prior_draw(run, len(pending), round_seed, prior)
         ids_list: list[np.ndarray] = []
-        decode_id_batches(run, z[pending], greedy=greedy, temperature=temperature, top_k=top_k,
-                          seed=round_seed, batch_size=batch_size, grammar=False,
-                          out=ids_list.append)
+        decode_id_batches(run, z[pending], ids_list.append, greedy=greedy,
+                          temperature=temperature, top_k=top_k, seed=round_seed,
+                          batch_size=batch_size, grammar=False)
         ids = np.concatenate(ids_list) if ids_list else np.zeros((0, run.max_len), np.int32)
         bad = np.concatenate([violation(tf.constant(ids[i:i + batch_size])).numpy()
                               for i in range(0, len(ids), batch_size)] or [[]]) >= 0

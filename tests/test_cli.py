@@ -184,8 +184,9 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
     assert main(["demo", "--out", str(tmp_path / "demo"), "-n", "20",
                  "--temperatures", "1.0"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"sampled 20 molecules from the prior at temperature 1: valid \d+\.\d%", out)
+    assert re.search(r"sampled 20 molecules from the prior at temperature 1: valid \d+\.\d%.*"
+                     r"by rejection under the grammar: \d+\.\d% of first draws rejected", out)
     assert re.search(r"reconstructed \d+\.\d% of the first 20 MOSES test molecules exactly", out)
     assert (tmp_path / "demo" / "samples_t1.smi").exists()
     assert real().train.max_steps == 2000 and real().data.kekulize  # the demo's fixed length
-    assert real().train.grammar_softmax  # and its recipe
+    assert not real().train.grammar_softmax and real().model.rejection_rounds == 8  # its recipe

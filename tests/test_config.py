@@ -135,6 +135,7 @@ def test_ints_are_accepted_for_floats():
     ({"model": {"encoder": "lstm"}}, "model.encoder must be one of"),
     ({"model": {"z_conditioning": "none"}}, "model.z_conditioning must be one of"),
     ({"model": {"latent_dim": 0}}, "model.latent_dim must be at least 1"),
+    ({"model": {"rejection_rounds": -1}}, "model.rejection_rounds must be >= 0"),
     ({"model": {"decoder_dropout": 1.0}}, "model.decoder_dropout"),
     ({"model": {"embedding_dim": -1}}, "model.embedding_dim"),
     ({"train": {"kl_schedule": "cosine"}}, "train.kl_schedule must be one of"),

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SMILES, tiny_config
+from conftest import SMILES, copy_run, tiny_config
 
 from seqvae import inference
 from seqvae.export import export
@@ -61,12 +61,19 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
 
     from seqvae.data.tokenizers import SelfiesTokenizer
 
-    tokenizers = ["smiles", "selfies", "char"]
+    tokenizers = ["smiles", "selfies", "char", "smiles"]
     queries = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1cc[nH]c1"]
     requests, run_dirs = [], []
-    for tokenizer in tokenizers:
+    for index, tokenizer in enumerate(tokenizers):
         run_dir = tiny_run_dir if tokenizer == "smiles" else str(tmp_path / tokenizer / "run")
-        if tokenizer != "smiles":
+        if index == 3:  # the tiny run sampling by rejection under the grammar (as the demo)
+            run_dir = copy_run(tiny_run_dir, tmp_path / "rejection" / "run")
+            with open(os.path.join(run_dir, "config.json")) as handle:
+                stored = json.load(handle)
+            stored["model"]["rejection_rounds"] = 3
+            with open(os.path.join(run_dir, "config.json"), "w") as handle:
+                json.dump(stored, handle)
+        elif tokenizer != "smiles":
             config = tiny_config()
             config = dataclasses.replace(
                 config, data=dataclasses.replace(config.data, tokenizer=tokenizer),
@@ -76,7 +83,7 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
         served_queries = ([SelfiesTokenizer.from_smiles(q) for q in queries]
                           if tokenizer == "selfies" else queries)
         exported = (os.path.join(run_dir, "saved_model") if tokenizer == "char"
-                    else export(run_dir, str(tmp_path / tokenizer / "exported")))
+                    else export(run_dir, str(tmp_path / f"{tokenizer}{index}" / "exported")))
         requests.append([exported, served_queries])
         run_dirs.append(run_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -93,6 +100,10 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
         assert _as_smiles(served["decoded"], tokenizer) == inference.decode(run, mean), tokenizer
         assert _as_smiles(served["sampled"], tokenizer) == inference.sample(
             run, 30, temperature=0.9, seed=5), tokenizer
+    stats = {}
+    assert answers[3]["sampled"] == inference.sample(load_run(run_dirs[3]), 30, temperature=0.9,
+                                                     seed=5, rejection=3, stats=stats)
+    assert answers[3]["sampled"] != answers[0]["sampled"] and stats["rejected"] > 0
 
 
 # --- hostile requests: a clean error for that request, and the server carries on ---------------

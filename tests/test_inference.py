@@ -49,7 +49,7 @@ def test_rejection_sampling_keeps_only_what_the_grammar_accepts_unmasked(run):
 
     ids = []
     inference.decode_id_batches(run, prior_z(300, run.config.model.latent_dim, 3).numpy(),
-                                greedy=False, seed=3, grammar=False, out=ids.append)
+                                ids.append, greedy=False, seed=3, grammar=False)
     accepted = run.grammar.first_violation(tf.constant(np.concatenate(ids))).numpy() < 0
     assert stats["rejected"] == 1 - accepted.mean() > 0.2
     assert 0 < stats["masked"] < stats["rejected"]
@@ -74,6 +74,17 @@ def test_rejection_sampling_is_moot_without_a_choice_and_refused_without_the_gra
     trained_masked = dataclasses.replace(run, config=dataclasses.replace(
         run.config, train=dataclasses.replace(run.config.train, grammar_softmax=True)))
     assert inference.sample(trained_masked, 50, seed=1, rejection=3) == inference.sample(run, 50, seed=1)
+
+
+def test_a_run_can_sample_by_rejection_by_default(run):
+    chosen = dataclasses.replace(run, config=dataclasses.replace(
+        run.config, model=dataclasses.replace(run.config.model, rejection_rounds=3)))
+    by_rejection = inference.sample(run, 60, seed=4, rejection=3)
+    assert inference.sample(chosen, 60, seed=4) == by_rejection != inference.sample(run, 60, seed=4)
+    assert inference.sample(chosen, 60, seed=4, rejection=0) == inference.sample(run, 60, seed=4)
+    # --no-grammar with the run's default: no grammar at all, not an error
+    assert inference.sample(chosen, 60, seed=4, grammar=False) == inference.sample(
+        run, 60, seed=4, grammar=False)
 
 
 def test_many_samples_run_the_mask_under_xla_with_the_same_texts(run, monkeypatch):

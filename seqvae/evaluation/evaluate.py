@@ -83,7 +83,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
              include_fcd: bool = True, iw_samples: int = 10,
              recon_molecules: int = EVALUATE_RECON_MOLECULES,
              quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0,
-             grammar: bool = True, prior: str = "standard", rejection: int = 0,
+             grammar: bool = True, prior: str = "standard", rejection: int | None = None,
              progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
@@ -113,8 +113,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
       prior: ``standard`` (N(0, I)) or ``fitted`` (``seqvae.latent_prior``, after
         ``seqvae fit-prior``): where the generation metrics' samples come from.
       rejection: R > 0 samples SMILES runs from the model conditioned on the grammar
-        (``inference.rejection_sample``) instead of under its mask; the results' ``sampling``
-        says how many first draws the grammar rejected and how many were masked in the end.
+        (``inference.rejection_sample``) instead of under its mask; None: the run's
+        ``model.rejection_rounds``. The results' ``sampling`` says the rounds, how many first
+        draws the grammar rejected and how many were masked in the end.
       progress: called with status lines; None for silence.
 
     Returns:
@@ -138,6 +139,10 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
     tick = time.monotonic()
     report(f"sampling {n_samples} sequences from the {prior} prior")
+    if rejection is None:
+        rejection = run.config.model.rejection_rounds if grammar else 0
+    if run.grammar is None or run.config.train.grammar_softmax:
+        rejection = 0  # nothing to reject against, or the mask is the model's distribution
     sampling = {"rejection_rounds": rejection}
     samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar,
                                prior=prior, rejection=rejection, stats=sampling)
