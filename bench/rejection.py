@@ -47,7 +47,7 @@ def main() -> int:
     inference.sample(run, 100, seed=args.seed + 1, rejection=2)
     rows = []
     for name, kwargs in (("no grammar (valid ones scored)", {"grammar": False}),
-                         ("grammar mask", {}),
+                         ("grammar mask", {"rejection": 0}),
                          (f"rejection under the grammar, {args.rounds} rounds",
                           {"rejection": args.rounds})):
         stats: dict = {}
