@@ -38,7 +38,7 @@ def main() -> int:
     from seqvae.training import load_run
 
     run = load_run(args.run_dir)
-    if run.grammar is None or run.config.train.grammar_softmax:
+    if not inference.rejection_rounds(run, args.rounds):  # no grammar, or trained masked
         sys.exit(f"{args.run_dir}: a SMILES run trained without the constrained softmax is needed")
     test = read_sequences("moses:test").texts[:10_000]
     train_set = set(read_sequences("moses:train").texts)

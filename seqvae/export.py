@@ -42,6 +42,7 @@ import tensorflow as tf
 from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
 from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS
 from seqvae.errors import SeqvaeError
+from seqvae.inference import rejection_rounds
 from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run, load_run
 
@@ -67,8 +68,7 @@ class ExportModule(tf.Module):
         # SMILES runs decode under the grammar mask, as seqvae's own decoding does; its tables
         # become constants of the traced signatures (kept out of the object graph).
         object.__setattr__(self, "grammar", run.grammar)
-        self.rejection_rounds = (run.config.model.rejection_rounds if run.grammar is not None
-                                 and not run.config.train.grammar_softmax else 0)
+        self.rejection_rounds = rejection_rounds(run)
         self.latent_dim = run.config.model.latent_dim
         tokens = run.vocab.tokens
         self.tokens = tf.constant(tokens)
@@ -124,11 +124,7 @@ class ExportModule(tf.Module):
 
     def _rejection_ids(self, z, temperature, base):
         """``inference.rejection_sample`` in the graph, for one decoding batch: the same seeds
-        (round r > 0 draws from ``_derived_seed(seed, r)``), the same texts."""
-        def derived(salt):
-            return tf.stack([tf.bitwise.bitwise_and(randomness.fold_in(base, 0x4E4A + salt)[0],
-                                                    0x7FFFFFFF), 0])
-
+        (``decoding.rejection_round_seed``), the same texts."""
         def draw(rows_z, round_base, grammar):
             return decoding.sample_from_z(self.model, rows_z, self.max_len, greedy=False,
                                           temperature=temperature,
@@ -138,7 +134,7 @@ class ExportModule(tf.Module):
         ids = tf.zeros([tf.shape(z)[0], self.max_len], tf.int32)
         pending = tf.range(tf.shape(z)[0])
         for round_ in range(self.rejection_rounds):  # unrolled: R is fixed for the run
-            round_base = base if round_ == 0 else derived(round_)
+            round_base = base if round_ == 0 else decoding.rejection_round_seed(base, round_)
             if round_:
                 fresh = decoding.prior_z(tf.size(pending), self.latent_dim, round_base)
                 z = tf.tensor_scatter_nd_update(z, pending[:, None], fresh)
@@ -147,7 +143,8 @@ class ExportModule(tf.Module):
             ids = tf.tensor_scatter_nd_update(ids, tf.boolean_mask(pending, accepted)[:, None],
                                               tf.boolean_mask(drawn, accepted))
             pending = tf.boolean_mask(pending, ~accepted)
-        masked = draw(tf.gather(z, pending), derived(self.rejection_rounds), self.grammar)
+        masked = draw(tf.gather(z, pending),
+                      decoding.rejection_round_seed(base, self.rejection_rounds), self.grammar)
         return tf.tensor_scatter_nd_update(ids, pending[:, None], masked)
 
 

@@ -139,15 +139,9 @@ def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy:
     rejected; 0 without rejection) and ``masked`` (the share decoded under the mask after R
     rounds).
     """
-    if rejection is None:
-        rejection = run.config.model.rejection_rounds if grammar else 0
-    if rejection < 0:
-        raise SeqvaeError(f"rejection rounds must be >= 0 (0 = off), got {rejection}")
+    rejection = rejection_rounds(run, rejection, grammar)
     z = _prior_draw(run, num, seed, prior)
-    if rejection and not grammar:
-        raise SeqvaeError("rejection sampling works under the grammar: drop --no-grammar, or "
-                          "use --rejection 0")
-    if rejection and run.grammar is not None and not run.config.train.grammar_softmax:
+    if rejection:
         return rejection_sample(run, z, rejection, temperature=temperature, top_k=top_k,
                                 greedy=greedy, seed=seed, batch_size=batch_size,
                                 progress=progress, prior=prior, stats=stats)
@@ -155,6 +149,25 @@ def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy:
         stats.update(rejected=0.0, masked=0.0)
     return decode(run, z, greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                   batch_size=batch_size, progress=progress, verb="sampled", grammar=grammar)
+
+
+def rejection_rounds(run: Run, rejection: int | None = None, grammar: bool = True) -> int:
+    """The rejection rounds ``sample`` runs for ``rejection`` (None: the run's
+    ``model.rejection_rounds``, 0 without the grammar): 0 where there is nothing to reject
+    against (no grammar: other notations) or the mask is the model's own distribution
+    (``train.grammar_softmax``). ``evaluate`` and the exported ``sample`` ask here too.
+
+    Raises:
+      SeqvaeError: ``rejection`` < 0, or > 0 with ``grammar`` False.
+    """
+    if rejection is None:
+        rejection = run.config.model.rejection_rounds if grammar else 0
+    if rejection < 0:
+        raise SeqvaeError(f"rejection rounds must be >= 0 (0 = off), got {rejection}")
+    if rejection and not grammar:
+        raise SeqvaeError("rejection sampling works under the grammar: drop --no-grammar, or "
+                          "use --rejection 0")
+    return rejection if run.grammar is not None and not run.config.train.grammar_softmax else 0
 
 
 def _prior_draw(run: Run, num: int, seed, prior: str) -> np.ndarray:
@@ -234,8 +247,8 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
 
 
 def _derived_seed(seed: int, salt: int) -> int:
-    """An int seed for rejection round ``salt`` of ``seed`` (a hash: unlike any nearby seed)."""
-    return int(randomness.fold_in(randomness.as_seed(seed), 0x4E4A + salt)[0]) & 0x7FFFFFFF
+    """The int seed of rejection round ``salt`` of ``seed`` (``decoding.rejection_round_seed``)."""
+    return int(decoding.rejection_round_seed(seed, salt)[0])
 
 
 def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int = 1000,

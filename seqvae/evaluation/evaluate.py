@@ -139,10 +139,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
     tick = time.monotonic()
     report(f"sampling {n_samples} sequences from the {prior} prior")
-    if rejection is None:
-        rejection = run.config.model.rejection_rounds if grammar else 0
-    if run.grammar is None or run.config.train.grammar_softmax:
-        rejection = 0  # nothing to reject against, or the mask is the model's distribution
+    rejection = inference.rejection_rounds(run, rejection, grammar)
     sampling = {"rejection_rounds": rejection}
     samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar,
                                prior=prior, rejection=rejection, stats=sampling)

@@ -258,6 +258,15 @@ def prior_z(num: int | tf.Tensor, latent_dim: int, seed) -> tf.Tensor:
                              [num, latent_dim], randomness.fold_in(randomness.as_seed(seed), 7))
 
 
+def rejection_round_seed(seed, round_: int) -> tf.Tensor:
+    """The int32 ``(2,)`` seed of rejection round ``round_`` > 0 for the sampling ``seed`` (an int
+    or its ``(2,)`` seed): a hash of both, its second word 0 as ``randomness.as_seed`` of an int
+    gives. ``inference.rejection_sample`` and the exported ``sample`` signature draw later rounds
+    (and the masked remainder, ``round_`` = R) from it, so both give the same texts."""
+    first = randomness.fold_in(randomness.as_seed(seed), 0x4E4A + round_)[0]
+    return tf.stack([tf.bitwise.bitwise_and(first, 0x7FFFFFFF), 0])
+
+
 def sample_prior(model, num: int, seed: int = 0, batch_size: int = 1000, **kwargs) -> tf.Tensor:
     """Draws ``num`` sequences from the prior -> int32 ids ``(num, max_len)``.
 
