@@ -41,8 +41,9 @@ def main() -> int:
 
     run = load_run(args.run_dir)
     test = read_sequences("moses:test").texts
-    train_set = set(read_sequences("moses:train").texts)
-    rows = bound_rows(run, args, train_set, test) if args.bounds else []
+    train = read_sequences("moses:train").texts
+    train_set = set(train)
+    rows = bound_rows(run, args, train, train_set, test) if args.bounds else []
     for name in ["standard"] + [f"fitted-{k}" for k in args.components.split(",")]:
         row, started = {"prior": name}, time.monotonic()
         if name != "standard":
@@ -64,7 +65,7 @@ def main() -> int:
     return 0
 
 
-def bound_rows(run, args, train_set: set[str], test: list[str]) -> list[dict]:
+def bound_rows(run, args, train: list[str], train_set: set[str], test: list[str]) -> list[dict]:
     """The ``--bounds`` rows: T = 1.0 decodings of ``z ~ q(z | x)`` for held-out training
     molecules (from line 200,000 of MOSES train, past any fit), and greedy decodings of the
     posterior means of test molecules 10,000 on (the FCD reference is the first 10,000)."""
@@ -73,10 +74,8 @@ def bound_rows(run, args, train_set: set[str], test: list[str]) -> list[dict]:
     from latent_ablation import sample_measures
 
     from seqvae import inference
-    from seqvae.data.sources import read_sequences
     from seqvae.model.decoding import prior_z
 
-    train = read_sequences("moses:train").texts
     rows = []
     for name, source, greedy in (("aggregate posterior, T = 1.0", train[200_000:], False),
                                  ("greedy reconstructions", test[10_000:], True)):
