@@ -40,7 +40,8 @@ UNCONSTRAINED_ANCHORS = {"JT-VAE": ("5.30, 4.93, 4.49", "0.925, 0.911, 0.910"),
 
 
 # The unconstrained search from each prior sample: one path of 10 steps, 2 sampled decodings a
-# point (as measured since session 13; the constrained search uses OptimizeSettings's defaults).
+# point in the first round (as measured since session 13), then --rounds from the best found;
+# the constrained search uses OptimizeSettings's defaults.
 UNCONSTRAINED_STEPS, UNCONSTRAINED_SAMPLES = 10, 2
 
 
@@ -90,6 +91,9 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=defaults.samples)
     parser.add_argument("--step-size", type=float, default=defaults.step_size)
     parser.add_argument("--trust-radius", type=float, default=defaults.trust_radius)
+    parser.add_argument("--temperature", type=float, default=defaults.temperature)
+    parser.add_argument("--rounds", type=int, default=defaults.rounds)
+    parser.add_argument("--elites", type=int, default=defaults.elites)
     parser.add_argument("--out", default="bench/optimize.md")
     args = parser.parse_args(argv)
 
@@ -107,7 +111,9 @@ def main(argv=None) -> int:
     for delta in (0.4, 0.6):
         settings = opt.OptimizeSettings(similarity=delta, steps=args.steps,
                                         restarts=args.restarts, samples=args.samples,
-                                        step_size=args.step_size, trust_radius=args.trust_radius)
+                                        step_size=args.step_size, trust_radius=args.trust_radius,
+                                        temperature=args.temperature, rounds=args.rounds,
+                                        elites=args.elites)
         wall, cpu = time.monotonic(), cpu_seconds()
         found = opt.optimize(run, "plogp", starts, settings=settings, head=head)
         summary = opt.summarize(found.results)
@@ -121,7 +127,8 @@ def main(argv=None) -> int:
     for objective in ("plogp", "qed") if args.prior else ():
         settings = opt.OptimizeSettings(similarity=0.0, steps=UNCONSTRAINED_STEPS, restarts=1,
                                         samples=UNCONSTRAINED_SAMPLES, step_size=args.step_size,
-                                        trust_radius=args.trust_radius)
+                                        trust_radius=args.trust_radius, rounds=args.rounds,
+                                        elites=args.elites)
         wall = time.monotonic()
         found = opt.optimize(run, objective, None, n=args.prior, settings=settings, head=head)
         best = sorted(found.scored.items(), key=lambda item: -item[1])[:3]

@@ -398,8 +398,8 @@ def cmd_optimize(args) -> int:
     settings = opt.OptimizeSettings(
         similarity=args.similarity, steps=args.steps,  # unconstrained without --start
         restarts=args.restarts, step_size=args.step_size, trust_radius=args.trust_radius,
-        samples=args.samples, temperature=args.temperature, minimize=args.minimize,
-        grammar=not args.no_grammar, seed=args.seed)
+        samples=args.samples, temperature=args.temperature, rounds=args.rounds,
+        elites=args.elites, minimize=args.minimize, grammar=not args.no_grammar, seed=args.seed)
     run = _load(args.run_dir)
     starts = None
     if args.start:
@@ -422,7 +422,8 @@ def cmd_optimize(args) -> int:
     if len(found.results) == 1:
         r = found.results[0]
         print(f"start {r.start} ({r.start_value:.3f}) -> {r.smiles or '(none)'} "
-              f"({r.value:.3f}, similarity {r.similarity:.3f}, restart {r.restart} step {r.step})")
+              f"({r.value:.3f}, similarity {r.similarity:.3f}, round {r.round} restart "
+              f"{r.restart} step {r.step})")
         if single:
             print(f"greedy decodings along the paths ({args.objective}; every decoding in "
                   f"{args.trajectory or '--trajectory FILE'}):")
@@ -678,14 +679,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "unconstrained search from prior samples)")
     p.add_argument("--similarity", type=float, default=0.4,
                    help="min Tanimoto similarity to the start (Morgan r2, 2048 bits)")
+    # OptimizeSettings's defaults (tests/test_cli_properties.py keeps them equal; importing
+    # seqvae.optimize here would load TensorFlow for every command's --help)
     p.add_argument("--steps", type=int, default=5, help="gradient steps per path")
-    p.add_argument("--restarts", type=int, default=8, help="paths per start")
+    p.add_argument("--restarts", type=int, default=4, help="paths per start and round")
     p.add_argument("--step-size", type=float, default=0.25)
     p.add_argument("--trust-radius", type=float, default=2.0,
-                   help="max distance in z from the start's encoding")
+                   help="max distance in z from where a path begins")
     p.add_argument("--samples", type=int, default=4,
                    help="sampled decodings per point besides the greedy one")
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="searches; each later one climbs from the best molecules found so far")
+    p.add_argument("--elites", type=int, default=2,
+                   help="molecules per start a later round climbs from")
     p.add_argument("-n", "--n", type=int, default=800,
                    help="prior samples without --start; the first N of a moses:SPLIT start")
     p.add_argument("--seed", type=int, default=0)

@@ -2,12 +2,14 @@
 
 For each start molecule: encode it (posterior mean ``z0``), climb the head's prediction of the
 objective by normalised gradient steps from ``z0`` and from perturbed restarts, never leaving
-the trust region ``||z - z0|| <= trust_radius``; decode every point of every path under the
+the trust region ``||z - z0|| <= trust_radius`` (of where the path began); decode every point of every path under the
 grammar mask, greedily and by sampling (all points of all starts in batched compiled decodes);
 score every decoded molecule with the real RDKit property (never the predictor) and keep the
 best one, other than the start, whose Tanimoto similarity to the start (Morgan radius 2,
-2048 bits) is at least ``similarity``. Without start molecules the paths start at prior
-samples and the search is unconstrained.
+2048 bits) is at least ``similarity``. With ``rounds > 1`` the search goes on from what it
+found: each later round encodes the ``elites`` best qualifying molecules of every start so far
+(by their RDKit value) and climbs from there, the constraint still measured to the start. Without
+start molecules the paths start at prior samples and the search is unconstrained.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,7 +27,7 @@ from seqvae.errors import SeqvaeError
 from seqvae.training.rundir import Run
 
 RESULT_COLUMNS = ("start", "smiles", "start_value", "value", "similarity", "improvement",
-                  "restart", "step", "distance", "predicted", "candidates")
+                  "round", "restart", "step", "distance", "predicted", "candidates")
 
 
 @dataclass(frozen=True)
@@ -33,16 +35,19 @@ class OptimizeSettings:
     """How the search runs."""
 
     similarity: float = 0.4  # min Tanimoto to the start (Morgan r2, 2048 bits); 0 = unconstrained
-    # Search size: 8 paths of 5 steps, 4 sampled decodings per point (240 decodings a start),
-    # chosen on the demo-size runs (bench/optimize.md, session 17: 10 steps x 2 paths x 2 samples
-    # found an improvement for 51% of the 800 lowest-plogP starts at δ 0.4, this 70%, in about
-    # 3x the time: 5 CPU minutes for all 800 on a 2-core Xeon)
+    # Search size: 3 rounds of 4 paths of 5 steps, 4 sampled decodings per point (360 decodings
+    # a start), chosen on the demo run (bench/optimize.md, session 19: on 200 of the 800
+    # lowest-plogp MOSES test molecules at δ 0.4, one round of 8 paths improved them by 1.78 on
+    # average, 72% of them; three rounds of 4 paths 2.22, 77.5%, in 1.5x the time)
     steps: int = 5  # gradient steps per path
-    restarts: int = 8  # paths per start: z0 itself, then z0 moved randomly by trust_radius / 2
+    restarts: int = 4  # paths per start and round: from z0 itself, then z0 moved randomly by
+    # trust_radius / 2; in later rounds split among the elites
     step_size: float = 0.25  # length of each (normalised) gradient step in latent units
-    trust_radius: float = 2.0  # every point stays within this distance of the start's z0
+    trust_radius: float = 2.0  # every point stays within this distance of where its path began
     samples: int = 4  # sampled decodings per point, besides the greedy one
     temperature: float = 1.0  # of the sampled decodings
+    rounds: int = 3  # searches, each later one from the best molecules found so far
+    elites: int = 2  # molecules per start a later round climbs from (restarts // elites paths each)
     minimize: bool = False  # search for lower values of the objective instead
     grammar: bool = True  # decode under the SMILES grammar mask
     seed: int = 0  # restarts and sampled decodings
@@ -52,6 +57,8 @@ class OptimizeSettings:
             raise SeqvaeError(f"--similarity must be in [0, 1], got {self.similarity}")
         if self.steps < 0 or self.restarts < 1 or self.samples < 0:
             raise SeqvaeError("--steps and --samples must be >= 0 and --restarts >= 1")
+        if self.rounds < 1 or self.elites < 1:
+            raise SeqvaeError("--rounds and --elites must be >= 1")
         if not (self.step_size > 0 and self.trust_radius > 0 and self.temperature > 0):
             raise SeqvaeError("--step-size, --trust-radius and --temperature must be > 0")
 
@@ -66,7 +73,8 @@ class StartResult:
     value: float = math.nan
     similarity: float = math.nan
     improvement: float = math.nan  # value - start_value, sign-flipped for --minimize
-    restart: int = -1  # the path and step where it was decoded
+    round: int = -1  # the round, path and step where it was decoded
+    restart: int = -1
     step: int = -1
     distance: float = math.nan  # ||z - z0||
     predicted: float = math.nan  # the head's prediction at that z
@@ -150,96 +158,163 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
       objective: the property name; ``score`` (default: its RDKit function, ``Mol -> float``)
         gives the values in the results.
       constrained: apply ``settings.similarity`` to the start (False: report it only).
-      keep_trajectory: return a row per decoded point (every path, step and decoding).
+      keep_trajectory: return a row per decoded point (every round, path, step and decoding).
     """
-    from seqvae import inference
-    from seqvae.data.chemistry import canonical_smiles
+    from rdkit import rdBase
 
     report = progress or (lambda line: None)
-    score = score or props.rdkit_property(objective)
     index, sign = head.index(objective), -1.0 if settings.minimize else 1.0
-    paths = ascent_paths(lambda z: sign * head.output(z)[:, index], z0, settings)  # (S, R, K, L)
-    S, R, K, L = paths.shape
-    flat = paths.reshape(-1, L)
-    predicted = head.predict(flat)[:, index].reshape(S, R, K)
-    report(f"decoding {len(flat)} points x {1 + settings.samples} (greedy + sampled)")
-    decodings = [inference.decode(run, flat, greedy=True, grammar=settings.grammar)]
+    gradient = gradient_of(lambda z: sign * head.output(z)[:, index])
+    scorer = _Scorer(score or props.rdkit_property(objective))
+    threshold = settings.similarity if constrained else 0.0
+    pools: list[dict[str, _Found]] = [{} for _ in starts]
+    trajectory: list[dict] = []
+    with rdBase.BlockLogs():
+        canonical = [scorer.canon(text) if text else None for text in starts]
+    centres = z0[:, None]  # (S, E, L): where each start's paths of this round begin
+    for round_ in range(settings.rounds):
+        if round_:
+            centres = elite_centres(run, pools, z0, settings.elites, sign)
+        restarts = settings.restarts if round_ == 0 else max(1, settings.restarts // centres.shape[1])
+        round_settings = replace(settings, restarts=restarts, seed=settings.seed + round_)
+        paths = ascent_paths(None, centres.reshape(-1, z0.shape[1]), round_settings, gradient)
+        paths = paths.reshape(len(z0), -1, *paths.shape[2:])  # (S, R, K, L)
+        flat = paths.reshape(-1, z0.shape[1])
+        predicted = head.predict(flat)[:, index].reshape(paths.shape[:3])
+        report(f"round {round_ + 1}/{settings.rounds}: decoding {len(flat)} points x "
+               f"{1 + settings.samples} (greedy + sampled)")
+        decodings = decode_points(run, flat, round_settings)
+        report(f"round {round_ + 1}/{settings.rounds}: scoring the decoded molecules with RDKit "
+               f"({objective})")
+        with rdBase.BlockLogs():
+            _collect(round_, paths, z0, predicted, decodings, canonical, scorer, threshold,
+                     pools, trajectory if keep_trajectory else None)
+    results = [_best(start, canon, pool, scorer, sign)
+               for start, canon, pool in zip(starts, canonical, pools)]
+    return SearchResult(results, scorer.scored(), trajectory)
+
+
+def decode_points(run: Run, z: np.ndarray, settings: OptimizeSettings) -> list[list[str]]:
+    """The greedy decoding of every point ``z (N, L)`` and ``settings.samples`` sampled ones:
+    a list of ``1 + samples`` lists of N texts (the sampled ones in one batched decode)."""
+    from seqvae import inference
+
+    decodings = [inference.decode(run, z, greedy=True, grammar=settings.grammar)]
     if settings.samples:
-        repeated = np.repeat(flat, settings.samples, axis=0)
+        repeated = np.repeat(z, settings.samples, axis=0)
         sampled = inference.decode(run, repeated, greedy=False, temperature=settings.temperature,
                                    seed=settings.seed, grammar=settings.grammar)
         decodings += [sampled[k::settings.samples] for k in range(settings.samples)]
-    report(f"scoring the decoded molecules with RDKit ({objective})")
-    return _select(starts, paths, predicted, decodings, score, settings, constrained,
-                   keep_trajectory, canonical_smiles)
+    return decodings
 
 
-def _select(starts, paths, predicted, decodings, score, settings, constrained, keep_trajectory,
-            canonical_smiles) -> SearchResult:
-    """Scores every decoded molecule and keeps each start's best that qualifies."""
-    from rdkit import rdBase
+@dataclass(frozen=True)
+class _Found:
+    """A qualifying molecule: its RDKit value and where it was decoded."""
 
-    S, R, K, _ = paths.shape
-    sign = -1.0 if settings.minimize else 1.0
-    threshold = settings.similarity if constrained else 0.0
-    canonical, fingerprints, values = {}, {}, {}
+    value: float
+    similarity: float
+    round: int
+    restart: int
+    step: int
+    z: np.ndarray  # (L,) the point it was decoded from
+    distance: float  # ||z - z0||
+    predicted: float
 
-    def canon(text):
-        if text not in canonical:
-            canonical[text] = canonical_smiles(text) if text else None
-        return canonical[text]
 
-    def fingerprint(smiles):
-        if smiles not in fingerprints:
-            fingerprints[smiles] = props.morgan_fingerprint(smiles)
-        return fingerprints[smiles]
+class _Scorer:
+    """Canonical SMILES, fingerprints and RDKit values, each computed once per text."""
 
-    def value(smiles):
-        if smiles not in values:
+    def __init__(self, score: Callable):
+        from seqvae.data.chemistry import canonical_smiles
+
+        self._score, self._canonical_smiles = score, canonical_smiles
+        self._canonical, self._fingerprints, self._values = {}, {}, {}
+
+    def canon(self, text: str) -> str | None:
+        if text not in self._canonical:
+            self._canonical[text] = self._canonical_smiles(text) if text else None
+        return self._canonical[text]
+
+    def fingerprint(self, smiles: str):
+        if smiles not in self._fingerprints:
+            self._fingerprints[smiles] = props.morgan_fingerprint(smiles)
+        return self._fingerprints[smiles]
+
+    def value(self, smiles: str) -> float:
+        if smiles not in self._values:
             try:
-                values[smiles] = float(score(props.chemistry.to_mol(smiles)))
+                self._values[smiles] = float(self._score(props.chemistry.to_mol(smiles)))
             except (ValueError, RuntimeError, ZeroDivisionError, SeqvaeError):
-                values[smiles] = math.nan
-        return values[smiles]
+                self._values[smiles] = math.nan
+        return self._values[smiles]
 
-    out, trajectory = [], []
-    with rdBase.BlockLogs():
-        for s in range(S):
-            start = canon(starts[s]) if starts[s] else None
-            result = StartResult(starts[s], start_value=value(start) if start else math.nan)
-            start_fp, seen = fingerprint(start) if start else None, set()
-            best = -math.inf
-            for r in range(R):
-                for k in range(K):
-                    for d, decoded in enumerate(decodings):
-                        text = decoded[(s * R + r) * K + k]
-                        smiles = canon(text)
-                        similarity = props.tanimoto(start_fp, fingerprint(smiles)) if smiles else math.nan
-                        qualifies = smiles is not None and smiles != start and similarity >= threshold
-                        v = value(smiles) if qualifies or (keep_trajectory and smiles) else math.nan
-                        if keep_trajectory:
-                            trajectory.append({
-                                "start_index": s, "restart": r, "step": k, "decoding":
-                                "greedy" if d == 0 else f"sample{d}", "distance":
-                                float(np.linalg.norm(paths[s, r, k] - paths[s, 0, 0])),
-                                "predicted": float(predicted[s, r, k]), "smiles": smiles or "",
-                                "value": v, "similarity": similarity})
-                        if not qualifies or math.isnan(v):
-                            continue
-                        if smiles not in seen:
-                            seen.add(smiles)
-                        if sign * v > best:
-                            best = sign * v
-                            result.smiles, result.value, result.similarity = smiles, v, similarity
-                            result.restart, result.step = r, k
-                            result.distance = float(np.linalg.norm(paths[s, r, k] - paths[s, 0, 0]))
-                            result.predicted = float(predicted[s, r, k])
-            result.candidates = len(seen)
-            if result.smiles:
-                result.improvement = sign * (result.value - result.start_value)
-            out.append(result)
-    return SearchResult(out, {k: v for k, v in values.items() if k and not math.isnan(v)},
-                        trajectory)
+    def scored(self) -> dict[str, float]:
+        return {k: v for k, v in self._values.items() if k and not math.isnan(v)}
+
+
+def _collect(round_, paths, z0, predicted, decodings, canonical, scorer, threshold, pools,
+             trajectory) -> None:
+    """Adds every decoded molecule that qualifies (valid, not the start, similar enough) to its
+    start's pool, and a row per decoding to ``trajectory`` (unless None)."""
+    S, R, K, _ = paths.shape
+    for s in range(S):
+        start = canonical[s]
+        start_fp = scorer.fingerprint(start) if start else None
+        for r in range(R):
+            for k in range(K):
+                for d, decoded in enumerate(decodings):
+                    smiles = scorer.canon(decoded[(s * R + r) * K + k])
+                    similarity = props.tanimoto(start_fp, scorer.fingerprint(smiles)) if smiles else math.nan
+                    qualifies = smiles is not None and smiles != start and similarity >= threshold
+                    v = scorer.value(smiles) if qualifies or (trajectory is not None and smiles) else math.nan
+                    distance = float(np.linalg.norm(paths[s, r, k] - z0[s]))
+                    if trajectory is not None:
+                        trajectory.append({
+                            "start_index": s, "round": round_, "restart": r, "step": k,
+                            "decoding": "greedy" if d == 0 else f"sample{d}", "distance": distance,
+                            "predicted": float(predicted[s, r, k]), "smiles": smiles or "",
+                            "value": v, "similarity": similarity})
+                    if qualifies and not math.isnan(v) and smiles not in pools[s]:
+                        pools[s][smiles] = _Found(v, similarity, round_, r, k, paths[s, r, k],
+                                                  distance, float(predicted[s, r, k]))
+
+
+def _best(start: str, canonical: str | None, pool: dict, scorer: _Scorer,
+          sign: float) -> StartResult:
+    """The start's row: its best qualifying molecule (the first found among equals)."""
+    result = StartResult(start, start_value=scorer.value(canonical) if canonical else math.nan,
+                         candidates=len(pool))
+    if pool:
+        smiles = max(pool, key=lambda key: sign * pool[key].value)  # first of equals: dict order
+        found = pool[smiles]
+        result.smiles, result.value, result.similarity = smiles, found.value, found.similarity
+        result.round, result.restart, result.step = found.round, found.restart, found.step
+        result.distance, result.predicted = found.distance, found.predicted
+        result.improvement = sign * (result.value - result.start_value)
+    return result
+
+
+def elite_centres(run: Run, pools: Sequence[dict], z0: np.ndarray, elites: int,
+                  sign: float) -> np.ndarray:
+    """Where a later round climbs from: float32 ``(S, elites, L)``, the encodings (posterior
+    means) of each start's ``elites`` best molecules so far; the point a molecule was decoded
+    from where the run cannot encode it, the start's ``z0`` where fewer were found."""
+    from seqvae import inference
+    from seqvae.data.preparation import encode_texts
+
+    centres = np.repeat(z0[:, None], elites, axis=1).astype(np.float32)
+    chosen = [(s, e, smiles) for s, pool in enumerate(pools)
+              for e, smiles in enumerate(sorted(pool, key=lambda key: -sign * pool[key].value)[:elites])]
+    for s, e, smiles in chosen:
+        centres[s, e] = pools[s][smiles].z
+    encoded = encode_texts(run.codec, [smiles for _, _, smiles in chosen], on_error="skip")
+    if len(encoded.ids):
+        means, _ = inference.encode_batches(run, encoded.ids)
+        for row, mean in zip(encoded.kept, means):
+            s, e, _ = chosen[int(row)]
+            centres[s, e] = mean
+    return centres
 
 
 def optimize(run: Run, objective: str, starts: Sequence[str] | None = None, n: int = 800,
@@ -305,10 +380,10 @@ def results_csv(results: Sequence[StartResult]) -> str:
 
 
 def trajectory_csv(trajectory: Sequence[dict]) -> str:
-    """Every decoded point: start_index, restart, step, decoding, distance, predicted, smiles,
-    value (RDKit), similarity."""
-    columns = ("start_index", "restart", "step", "decoding", "distance", "predicted", "smiles",
-               "value", "similarity")
+    """Every decoded point: start_index, round, restart, step, decoding, distance, predicted,
+    smiles, value (RDKit), similarity."""
+    columns = ("start_index", "round", "restart", "step", "decoding", "distance", "predicted",
+               "smiles", "value", "similarity")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
@@ -320,17 +395,18 @@ def trajectory_csv(trajectory: Sequence[dict]) -> str:
 
 
 def path_lines(trajectory: Sequence[dict], start_index: int = 0) -> list[str]:
-    """The greedy decodings along each path of one start, a line per point: restart, step,
-    distance from the start's encoding, the head's prediction, the molecule, its RDKit value and
-    its similarity to the start."""
-    lines = [f"{'restart':>7} {'step':>4} {'|z-z0|':>6} {'predicted':>9} {'value':>8} "
-             f"{'similarity':>10}  smiles"]
+    """The greedy decodings along each path of one start, a line per point: round, restart,
+    step, distance from the start's encoding, the head's prediction, the molecule, its RDKit
+    value and its similarity to the start."""
+    lines = [f"{'round':>5} {'restart':>7} {'step':>4} {'|z-z0|':>6} {'predicted':>9} "
+             f"{'value':>8} {'similarity':>10}  smiles"]
     for point in trajectory:
         if point["start_index"] != start_index or point["decoding"] != "greedy":
             continue
         value, similarity = (f"{point[key]:.3f}" if not math.isnan(point[key]) else "-"
                              for key in ("value", "similarity"))
-        lines.append(f"{point['restart']:>7} {point['step']:>4} {point['distance']:>6.2f} "
+        lines.append(f"{point['round']:>5} {point['restart']:>7} {point['step']:>4} "
+                     f"{point['distance']:>6.2f} "
                      f"{point['predicted']:>9.3f} {value:>8} {similarity:>10}  "
                      f"{point['smiles'] or '(invalid)'}")
     return lines

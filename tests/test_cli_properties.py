@@ -2,6 +2,9 @@
 
 import csv
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 from conftest import HELD_OUT, SMILES
@@ -38,18 +41,21 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     assert rows[0] == ["smiles", "logp", "qed", "col:pIC50"] and len(rows) == 4
     results = tmp_path / "results.csv"
     assert main(["optimize", run_dir, "--objective", "qed", "--start", str(molecules),
-                 "--steps", "2", "--restarts", "1", "--samples", "1", "--out", str(results),
+                 "--steps", "2", "--restarts", "1", "--samples", "1", "--rounds", "2",
+                 "--elites", "2", "--out", str(results),
                  "--trajectory", str(tmp_path / "path.csv")]) == 0
     rows = list(csv.DictReader(open(results)))
     assert len(rows) == 3 and set(rows[0]) >= {"start", "smiles", "start_value", "value", "similarity"}
     assert all(float(r["similarity"]) >= 0.4 for r in rows if r["smiles"])
-    assert len(open(tmp_path / "path.csv").read().splitlines()) == 1 + 3 * 3 * 2
+    # 3 starts x (1 path, then 1 from each of 2 elites) x 3 points x (greedy + 1 sample)
+    path = list(csv.DictReader(open(tmp_path / "path.csv")))
+    assert len(path) == 3 * 3 * 3 * 2 and {r["round"] for r in path} == {"0", "1"}
     capsys.readouterr()
     assert main(["optimize", run_dir, "--objective", "logp", "--start", HELD_OUT[0], "--steps", "2",
-                 "--restarts", "2", "--samples", "0", "--out", str(results)]) == 0
+                 "--restarts", "2", "--samples", "0", "--rounds", "1", "--out", str(results)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("1 starts:") and out[1].startswith(f"start {HELD_OUT[0]} (")
-    assert out[3].split()[:2] == ["restart", "step"] and len(out) == 4 + 2 * 3  # the greedy path
+    assert out[3].split()[:3] == ["round", "restart", "step"] and len(out) == 4 + 2 * 3  # the path
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -86,5 +92,13 @@ def test_optimize_cli_defaults_are_the_library_defaults():
     args = build_parser().parse_args(["optimize", "RUN", "--objective", "qed", "--out", "x.csv"])
     defaults = OptimizeSettings()
     for name in ("similarity", "steps", "restarts", "step_size", "trust_radius", "samples",
-                 "temperature", "seed"):
+                 "temperature", "rounds", "elites", "seed"):
         assert getattr(args, name) == getattr(defaults, name), name
+
+
+def test_building_the_parser_does_not_load_tensorflow():
+    """`seqvae --help` and argument errors stay instant: no command's parser imports TF."""
+    code = ("import sys; from seqvae.cli import build_parser; build_parser(); "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

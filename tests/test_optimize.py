@@ -43,7 +43,7 @@ def test_ascent_paths_climb_and_stay_in_the_trust_region():
 
 def test_stub_objective_improves_and_values_are_rescored(run, stub_head):
     settings = opt.OptimizeSettings(similarity=0.0, steps=4, restarts=2, step_size=0.5,
-                                    trust_radius=3.0, samples=2)
+                                    trust_radius=3.0, samples=2, rounds=1)
     found = opt.optimize(run, "atoms", HELD_OUT, settings=settings, head=stub_head,
                          score=heavy_atoms, keep_trajectory=True)
     assert [r.start for r in found.results] == HELD_OUT
@@ -59,9 +59,60 @@ def test_stub_objective_improves_and_values_are_rescored(run, stub_head):
     assert summary["starts"] == len(HELD_OUT) and summary["improvement_mean"] > 0
     assert len(found.trajectory) == len(HELD_OUT) * 2 * 5 * 3
     lines = opt.path_lines(found.trajectory, start_index=1)
-    assert lines[0].split()[:3] == ["restart", "step", "|z-z0|"] and len(lines) == 1 + 2 * 5
+    assert lines[0].split()[:4] == ["round", "restart", "step", "|z-z0|"] and len(lines) == 1 + 2 * 5
     first = [p for p in found.trajectory if p["start_index"] == 1 and p["decoding"] == "greedy"][0]
-    assert lines[1].split()[:2] == ["0", "0"] and lines[1].endswith(first["smiles"] or "(invalid)")
+    assert lines[1].split()[:3] == ["0", "0", "0"] and lines[1].endswith(first["smiles"] or "(invalid)")
+
+
+def test_later_rounds_climb_from_the_best_molecules_found(run, stub_head):
+    """Round 2 starts its paths at the encodings of each start's best molecules of round 1; the
+    result is the best over both rounds, and a second round never loses what the first found."""
+    one = opt.OptimizeSettings(similarity=0.0, steps=2, restarts=2, samples=2, trust_radius=3.0,
+                               step_size=0.5, rounds=1)
+    two = opt.OptimizeSettings(similarity=0.0, steps=2, restarts=2, samples=2, trust_radius=3.0,
+                               step_size=0.5, rounds=2, elites=2)
+    first = opt.optimize(run, "atoms", HELD_OUT, settings=one, head=stub_head, score=heavy_atoms)
+    both = opt.optimize(run, "atoms", HELD_OUT, settings=two, head=stub_head, score=heavy_atoms,
+                        keep_trajectory=True)
+    for a, b in zip(first.results, both.results):
+        assert b.candidates >= a.candidates
+        if a.smiles:
+            assert b.value >= a.value and b.round in (0, 1)
+    # round 1: 2 restarts x 3 points x 3 decodings; round 2: 2 elites x 1 restart each, the same
+    per_start = 2 * 3 * 3
+    found_rows = both.trajectory
+    assert len(found_rows) == len(HELD_OUT) * 2 * per_start
+    rounds = {p["round"] for p in found_rows}
+    assert rounds == {0, 1}
+    # a round-2 path begins at the encoding of a round-1 molecule of its start (its elite)
+    from seqvae import inference
+
+    pools = [{} for _ in HELD_OUT]
+    for p in found_rows:
+        if p["round"] == 0 and p["smiles"] and p["smiles"] != props.chemistry.canonical_smiles(HELD_OUT[p["start_index"]]):
+            pools[p["start_index"]].setdefault(p["smiles"], p["value"])
+    s = max(range(len(HELD_OUT)), key=lambda i: len(pools[i]))
+    best = max(pools[s], key=lambda k: pools[s][k])
+    z_best, _ = inference.encode(run, [best])
+    z0, _ = inference.encode(run, [HELD_OUT[s]])
+    begin = [p for p in found_rows if p["start_index"] == s and p["round"] == 1 and p["step"] == 0
+             and p["restart"] == 0 and p["decoding"] == "greedy"][0]
+    assert begin["distance"] == pytest.approx(float(np.linalg.norm(z_best[0] - z0[0])), abs=1e-4)
+
+
+def test_elite_centres_fall_back_to_the_start(run):
+    """Starts with fewer molecules found than elites keep z0 in the remaining slots."""
+    z0 = np.arange(2 * run.config.model.latent_dim, dtype=np.float32).reshape(2, -1)
+    found = opt._Found(1.0, 0.5, 0, 0, 0, np.full(z0.shape[1], 7.0, np.float32), 0.0, 0.0)
+    pools = [{SMILES[0]: found}, {}]
+    centres = opt.elite_centres(run, pools, z0, 2, 1.0)
+    assert centres.shape == (2, 2, z0.shape[1])
+    from seqvae import inference
+
+    assert np.allclose(centres[0, 0], inference.encode(run, [SMILES[0]])[0][0], atol=1e-5)
+    assert np.array_equal(centres[0, 1], z0[0]) and np.array_equal(centres[1], z0[[1, 1]])
+    pools = [{"C" * 500: found}, {}]  # too long for the run: the point it was decoded from
+    assert np.array_equal(opt.elite_centres(run, pools, z0, 1, 1.0)[0, 0], found.z)
 
 
 @pytest.mark.parametrize("similarity", [0.4, 0.6])
@@ -97,3 +148,5 @@ def test_objective_must_be_an_rdkit_property_the_head_predicts(run, stub_head):
         opt.optimize(run, "qed", HELD_OUT, head=stub_head)
     with pytest.raises(SeqvaeError, match="--similarity"):
         opt.OptimizeSettings(similarity=1.5)
+    with pytest.raises(SeqvaeError, match="--rounds and --elites"):
+        opt.OptimizeSettings(rounds=0)
