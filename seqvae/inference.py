@@ -201,8 +201,9 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
       z: the first round's latent vectors ``(N, latent_dim)``.
       rounds: R >= 1.
       prior: where later rounds draw ``z`` (``standard`` or ``fitted``).
-      stats: receives ``rejected`` (share of rows the first round rejected) and ``masked``
-        (share decoded under the mask at the end).
+      stats: receives ``rejected`` (share of rows the first round rejected), ``masked``
+        (share decoded under the mask at the end) and ``z``, float32 ``(N, latent_dim)``: the
+        latent vector each returned row was decoded from.
 
     Returns:
       N texts in row order; deterministic for a seed.
@@ -242,7 +243,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
         for row, text in zip(pending, last):
             texts[row] = text
     if stats is not None:
-        stats.update(rejected=rejected_first or 0.0, masked=len(pending) / max(len(z), 1))
+        stats.update(rejected=rejected_first or 0.0, masked=len(pending) / max(len(z), 1), z=z)
     return texts
 
 

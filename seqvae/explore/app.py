@@ -178,7 +178,8 @@ def build_app(explorer: Explorer):
             return []
         valid = sum(entry["valid"] for entry in result["molecules"])
         return [html.Div(f"{valid}/{len(result['molecules'])} valid at temperature "
-                         f"{result['temperature']:g}", className="note", style={"width": "100%"})
+                         f"{result['temperature']:g} ({result['sampler']})", className="note",
+                         style={"width": "100%"})
                 ] + [layout.card(entry) for entry in result["molecules"]]
 
     if has_head:

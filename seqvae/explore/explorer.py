@@ -67,6 +67,8 @@ class Explorer:
         zeros = np.zeros((1, self.latent_dim), np.float32)
         self.decode(zeros)  # the first run of a graph is slow too
         self._sampler(tf.constant(zeros), tf.constant([0, 0]), tf.constant(1.0))
+        if inference.rejection_rounds(self.run):  # the sampler it uses at the default temperature
+            inference.rejection_sample(self.run, zeros, 1)
         if self.head is not None:
             self.head.optimise(zeros[0], self.head.names[0], 1)  # traces its gradient
 
@@ -179,16 +181,26 @@ class Explorer:
                 "decoding": self.decoding_name(beam)}
 
     def sample(self, count: int = 12, temperature: float = 1.0, seed: int = 0) -> dict:
-        """``count`` molecules sampled from the prior at ``temperature`` (> 0), in one decode."""
+        """``count`` molecules sampled from the prior at ``temperature`` (> 0), as ``seqvae
+        sample`` draws them: by rejection under the grammar where the run does so
+        (``inference.rejection_rounds``; each molecule mapped at the z it came from), else in
+        one decode (under the grammar mask for SMILES runs). ``sampler`` names which."""
         count = _clamp(count, "samples")
         temperature = float(temperature)
         if not temperature > 0:
             raise SeqvaeError(f"the temperature must be > 0, got {temperature}")
         z = np.random.default_rng(seed).standard_normal((count, self.latent_dim)).astype(np.float32)
-        ids = self._sampler(tf.constant(z), tf.constant([seed, 0]), tf.constant(temperature))
-        texts = ids_to_texts(self.run.codec, ids.numpy())
+        rounds = inference.rejection_rounds(self.run)
+        if rounds:  # as `seqvae sample`: from the model conditioned on the grammar
+            stats: dict = {}
+            texts = inference.rejection_sample(self.run, z, rounds, temperature, seed=seed,
+                                               stats=stats)
+            z = stats["z"]  # a rejected row's molecule comes from a new z: map that one
+        else:
+            ids = self._sampler(tf.constant(z), tf.constant([seed, 0]), tf.constant(temperature))
+            texts = ids_to_texts(self.run.codec, ids.numpy())
         return {"molecules": self.entries(texts, z, None), "temperature": temperature,
-                "seed": seed}
+                "seed": seed, "sampler": f"rejection, {rounds} rounds" if rounds else "mask"}
 
     def optimise(self, z: list[float], name: str | None = None, steps: int = 20,
                  minimize: bool = False, beam: bool = False, reference: str | None = None) -> dict:

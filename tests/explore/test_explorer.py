@@ -146,6 +146,29 @@ def test_samples_are_seeded_and_need_a_positive_temperature(explorer):
     assert len(first["molecules"]) == 5 and first == explorer.sample(5, temperature=0.8, seed=1)
     with pytest.raises(SeqvaeError, match="temperature must be > 0"):
         explorer.sample(5, temperature=0)
+    assert first["sampler"] == "mask"  # the tiny run's default: model.rejection_rounds 0
+
+
+def test_samples_come_by_rejection_where_the_run_samples_so(run, explorer):
+    """A run sampling by rejection (the demo's) gives the page `seqvae sample`'s molecules, each
+    at the z it was decoded from (a new one for a row the grammar rejected)."""
+    import dataclasses
+
+    from seqvae import inference
+
+    chosen = dataclasses.replace(run, config=dataclasses.replace(
+        run.config, model=dataclasses.replace(run.config.model, rejection_rounds=3)))
+    by_rejection = Explorer(chosen, explorer.map)
+    result = by_rejection.sample(40, temperature=1.0, seed=2)
+    z = np.random.default_rng(2).standard_normal((40, run.config.model.latent_dim)).astype(np.float32)
+    stats: dict = {}
+    texts = inference.rejection_sample(chosen, z, 3, 1.0, seed=2, stats=stats)
+    assert [m["smiles"] for m in result["molecules"]] == texts
+    assert result["sampler"] == "rejection, 3 rounds" and stats["rejected"] > 0
+    moved = ~np.all(stats["z"] == z, axis=1)
+    assert moved.any() and not moved.all()
+    np.testing.assert_allclose([m["x"] for m in result["molecules"]],
+                               explorer.map.projection.transform(stats["z"])[:, 0], atol=1e-5)
 
 
 def test_requests_in_parallel_threads_all_answer(explorer):
