@@ -366,6 +366,7 @@ def cmd_fit_properties(args) -> int:
     info = fit_properties(args.run_dir, args.properties, data=args.data, limit=args.limit,
                           test=None if args.no_test else (args.test or "default"),
                           test_limit=args.test_limit, epochs=args.epochs, seed=args.seed,
+                          depth=args.depth, width=args.width, learning_rate=args.learning_rate,
                           progress=lambda line: print(f"seqvae fit-properties: {line}",
                                                       file=sys.stderr, flush=True))
     for note in info["notes"]:
@@ -662,6 +663,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-limit", type=int, default=10000)
     p.add_argument("--no-test", action="store_true", help="skip the R2/MAE report")
     p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's (default 1e-3)")
+    p.add_argument("--depth", type=int, help="hidden layers of the head (default: the run's "
+                   "model.property_head_depth, 3)")
+    p.add_argument("--width", type=int, help="units per hidden layer (default: the run's "
+                   "model.property_head_width, 67; wider predicts better, bench/optimize.md)")
     p.add_argument("--seed", type=int, default=0)
 
     p = command("predict", cmd_predict, "predict properties of molecules with the run's head")

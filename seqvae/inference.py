@@ -105,12 +105,17 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
-    decode_ids = compiled_decoder(run, greedy, temperature, top_k, grammar, beam_width,
-                                  compiled_mask=len(z) >= COMPILED_MASK_MIN)
+    # Sampling passes its temperature as a tensor: one graph for every temperature (the same
+    # ids as a graph with the temperature built in, tested), so a new one does not trace.
+    shared = not greedy and not beam_width and temperature > 0
+    decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k, grammar,
+                                  beam_width, compiled_mask=len(z) >= COMPILED_MASK_MIN)
+    extra = (tf.constant(temperature, tf.float32),) if shared else ()
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
-        ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i))
+        ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i),
+                         *extra)
         out(ids.numpy())
         done += len(ids)
         if progress is not None:
@@ -183,7 +188,8 @@ def _prior_draw(run: Run, num: int, seed, prior: str) -> np.ndarray:
 def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 1.0,
                      top_k: int = 0, greedy: bool = False, seed: int = 0,
                      batch_size: int = 1000, progress: Callable[[str], None] | None = None,
-                     prior: str = "standard", stats: dict | None = None) -> list[str]:
+                     prior: str = "standard", stats: dict | None = None,
+                     return_z: bool = False):
     """Samples from the model conditioned on the grammar: exact where the mask is not.
 
     Decoding under the mask renormalises the model's distribution over the allowed tokens at
@@ -201,12 +207,13 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
       z: the first round's latent vectors ``(N, latent_dim)``.
       rounds: R >= 1.
       prior: where later rounds draw ``z`` (``standard`` or ``fitted``).
-      stats: receives ``rejected`` (share of rows the first round rejected), ``masked``
-        (share decoded under the mask at the end) and ``z``, float32 ``(N, latent_dim)``: the
-        latent vector each returned row was decoded from.
+      stats: receives ``rejected`` (share of rows the first round rejected) and ``masked``
+        (share decoded under the mask at the end).
+      return_z: also return the latent vector each row was decoded from.
 
     Returns:
-      N texts in row order; deterministic for a seed.
+      N texts in row order, deterministic for a seed; with ``return_z``, ``(texts, z)``, z
+      float32 ``(N, latent_dim)`` (a row the grammar rejected comes from a new z).
     """
     if rounds < 1 or run.grammar is None:
         raise SeqvaeError("rejection sampling needs a SMILES run and at least one round")
@@ -243,8 +250,8 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
         for row, text in zip(pending, last):
             texts[row] = text
     if stats is not None:
-        stats.update(rejected=rejected_first or 0.0, masked=len(pending) / max(len(z), 1), z=z)
-    return texts
+        stats.update(rejected=rejected_first or 0.0, masked=len(pending) / max(len(z), 1))
+    return (texts, z) if return_z else texts
 
 
 def _derived_seed(seed: int, salt: int) -> int:

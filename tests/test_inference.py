@@ -4,6 +4,7 @@ absent for other notations; Kekule runs read aromatic SMILES and give SMILES bac
 import dataclasses
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import SMILES, tiny_config
 
@@ -194,3 +195,23 @@ def test_compiled_functions_are_made_once_per_run_and_setting(run):
     traces = greedy.experimental_get_tracing_count()
     assert inference.decode(run, z) == first  # a second call of decode traces nothing new
     assert greedy.experimental_get_tracing_count() == traces
+
+
+@pytest.mark.parametrize("grammar", [True, False])
+def test_every_temperature_samples_through_one_graph_with_the_same_ids(run, grammar):
+    """Sampling passes its temperature as a tensor: the ids of a graph with the temperature
+    built in, and a second temperature traces nothing new (the explorer's slider)."""
+    from seqvae.model import randomness
+
+    z = np.random.default_rng(0).standard_normal((64, run.config.model.latent_dim)).astype(np.float32)
+    for temperature in (0.7, 1.3):
+        baked = inference.compiled_decoder(run, False, temperature, 0, grammar)
+        expected = baked(tf.constant(z), randomness.fold_in(randomness.as_seed(5), 0)).numpy()
+        got = []
+        inference.decode_id_batches(run, z, got.append, greedy=False, temperature=temperature,
+                                    seed=5, grammar=grammar)
+        np.testing.assert_array_equal(got[0], expected)
+    shared = inference.compiled_decoder(run, False, 1.0, 0, grammar)
+    traced = shared.experimental_get_tracing_count()
+    inference.decode(run, z, greedy=False, temperature=0.55, seed=1, grammar=grammar)
+    assert shared.experimental_get_tracing_count() == traced

@@ -192,10 +192,9 @@ class Explorer:
         z = np.random.default_rng(seed).standard_normal((count, self.latent_dim)).astype(np.float32)
         rounds = inference.rejection_rounds(self.run)
         if rounds:  # as `seqvae sample`: from the model conditioned on the grammar
-            stats: dict = {}
-            texts = inference.rejection_sample(self.run, z, rounds, temperature, seed=seed,
-                                               stats=stats)
-            z = stats["z"]  # a rejected row's molecule comes from a new z: map that one
+            # a rejected row's molecule comes from a new z: the map shows that one
+            texts, z = inference.rejection_sample(self.run, z, rounds, temperature, seed=seed,
+                                                  return_z=True)
         else:
             ids = self._sampler(tf.constant(z), tf.constant([seed, 0]), tf.constant(temperature))
             texts = ids_to_texts(self.run.codec, ids.numpy())

@@ -162,13 +162,15 @@ def test_samples_come_by_rejection_where_the_run_samples_so(run, explorer):
     result = by_rejection.sample(40, temperature=1.0, seed=2)
     z = np.random.default_rng(2).standard_normal((40, run.config.model.latent_dim)).astype(np.float32)
     stats: dict = {}
-    texts = inference.rejection_sample(chosen, z, 3, 1.0, seed=2, stats=stats)
+    texts, drawn = inference.rejection_sample(chosen, z, 3, 1.0, seed=2, stats=stats,
+                                              return_z=True)
+    assert texts == inference.rejection_sample(chosen, z, 3, 1.0, seed=2)
     assert [m["smiles"] for m in result["molecules"]] == texts
     assert result["sampler"] == "rejection, 3 rounds" and stats["rejected"] > 0
-    moved = ~np.all(stats["z"] == z, axis=1)
+    moved = ~np.all(drawn == z, axis=1)
     assert moved.any() and not moved.all()
     np.testing.assert_allclose([m["x"] for m in result["molecules"]],
-                               explorer.map.projection.transform(stats["z"])[:, 0], atol=1e-5)
+                               explorer.map.projection.transform(drawn)[:, 0], atol=1e-5)
 
 
 def test_requests_in_parallel_threads_all_answer(explorer):
