@@ -185,6 +185,24 @@ def _prior_draw(run: Run, num: int, seed, prior: str) -> np.ndarray:
     return z
 
 
+def _grammar_check(run: Run):
+    """``ids (B, T) -> (B,)`` the first position the grammar rejects (-1: none), compiled."""
+    return _cached(run, ("first_violation",), lambda: tf.function(
+        run.grammar.first_violation, reduce_retracing=True, autograph=False))
+
+
+def trace_rejection_sampler(run: Run) -> None:
+    """Traces what ``rejection_sample`` runs (the unmasked sampler, the grammar check, the
+    masked sampler for the remainder) for every batch size and temperature: a server's
+    start-up, so that no request waits on tracing."""
+    z_spec = tf.TensorSpec([None, run.config.model.latent_dim], tf.float32)
+    seed_spec, temperature_spec = tf.TensorSpec([2], tf.int32), tf.TensorSpec([], tf.float32)
+    for grammar in (False, True):
+        compiled_decoder(run, False, 1.0, 0, grammar).get_concrete_function(
+            z_spec, seed_spec, temperature_spec)
+    _grammar_check(run).get_concrete_function(tf.TensorSpec([None, run.max_len], tf.int32))
+
+
 def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 1.0,
                      top_k: int = 0, greedy: bool = False, seed: int = 0,
                      batch_size: int = 1000, progress: Callable[[str], None] | None = None,
@@ -217,8 +235,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     """
     if rounds < 1 or run.grammar is None:
         raise SeqvaeError("rejection sampling needs a SMILES run and at least one round")
-    violation = _cached(run, ("first_violation",), lambda: tf.function(
-        run.grammar.first_violation, reduce_retracing=True, autograph=False))
+    violation = _grammar_check(run)
     z = np.array(z, np.float32)  # a copy: later rounds replace the rejected rows' z
     texts: list[str | None] = [None] * len(z)
     pending, rejected_first = np.arange(len(z)), None

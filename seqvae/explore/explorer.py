@@ -67,8 +67,9 @@ class Explorer:
         zeros = np.zeros((1, self.latent_dim), np.float32)
         self.decode(zeros)  # the first run of a graph is slow too
         self._sampler(tf.constant(zeros), tf.constant([0, 0]), tf.constant(1.0))
-        if inference.rejection_rounds(self.run):  # the sampler it uses at the default temperature
-            inference.rejection_sample(self.run, zeros, 1)
+        if inference.rejection_rounds(self.run):  # what sampling by rejection runs
+            inference.trace_rejection_sampler(self.run)
+            inference.rejection_sample(self.run, zeros, 1)  # a graph's first run is slow too
         if self.head is not None:
             self.head.optimise(zeros[0], self.head.names[0], 1)  # traces its gradient
 

@@ -173,6 +173,24 @@ def test_samples_come_by_rejection_where_the_run_samples_so(run, explorer):
                                explorer.map.projection.transform(drawn)[:, 0], atol=1e-5)
 
 
+def test_after_start_up_sampling_by_rejection_traces_nothing(run, explorer):
+    """No temperature and no batch size makes a request wait on tracing (the server's promise)."""
+    import dataclasses
+
+    from seqvae import inference
+
+    fresh = dataclasses.replace(run, compiled={}, config=dataclasses.replace(
+        run.config, model=dataclasses.replace(run.config.model, rejection_rounds=3)))
+    by_rejection = Explorer(fresh, explorer.map)
+    by_rejection.warm_up(background_beam=False)
+    graphs = [inference.compiled_decoder(fresh, False, 1.0, 0, grammar) for grammar in (False, True)]
+    graphs.append(inference._grammar_check(fresh))
+    traced = [graph.experimental_get_tracing_count() for graph in graphs]
+    by_rejection.sample(7, temperature=0.6, seed=5)
+    by_rejection.sample(30, temperature=1.4, seed=6)
+    assert [graph.experimental_get_tracing_count() for graph in graphs] == traced
+
+
 def test_requests_in_parallel_threads_all_answer(explorer):
     results, errors = [], []
 
