@@ -92,6 +92,7 @@ def main(argv=None) -> int:
     parser.add_argument("--step-size", type=float, default=defaults.step_size)
     parser.add_argument("--trust-radius", type=float, default=defaults.trust_radius)
     parser.add_argument("--temperature", type=float, default=defaults.temperature)
+    parser.add_argument("--beam", type=int, default=defaults.beam)
     parser.add_argument("--rounds", type=int, default=defaults.rounds)
     parser.add_argument("--elites", type=int, default=defaults.elites)
     parser.add_argument("--out", default="bench/optimize.md")
@@ -112,8 +113,8 @@ def main(argv=None) -> int:
         settings = opt.OptimizeSettings(similarity=delta, steps=args.steps,
                                         restarts=args.restarts, samples=args.samples,
                                         step_size=args.step_size, trust_radius=args.trust_radius,
-                                        temperature=args.temperature, rounds=args.rounds,
-                                        elites=args.elites)
+                                        temperature=args.temperature, beam=args.beam,
+                                        rounds=args.rounds, elites=args.elites)
         wall, cpu = time.monotonic(), cpu_seconds()
         found = opt.optimize(run, "plogp", starts, settings=settings, head=head)
         summary = opt.summarize(found.results)

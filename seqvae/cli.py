@@ -399,7 +399,7 @@ def cmd_optimize(args) -> int:
     settings = opt.OptimizeSettings(
         similarity=args.similarity, steps=args.steps,  # unconstrained without --start
         restarts=args.restarts, step_size=args.step_size, trust_radius=args.trust_radius,
-        samples=args.samples, temperature=args.temperature, rounds=args.rounds,
+        samples=args.samples, temperature=args.temperature, beam=args.beam, rounds=args.rounds,
         elites=args.elites, minimize=args.minimize, grammar=not args.no_grammar, seed=args.seed)
     run = _load(args.run_dir)
     starts = None
@@ -695,6 +695,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=4,
                    help="sampled decodings per point besides the greedy one")
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--beam", type=int, default=0,
+                   help="also every hypothesis of a beam search this wide from each path's "
+                   "first point (default 0: none)")
     p.add_argument("--rounds", type=int, default=3,
                    help="searches; each later one climbs from the best molecules found so far")
     p.add_argument("--elites", type=int, default=2,

@@ -96,6 +96,32 @@ def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.
     return texts
 
 
+def beam_hypotheses(run: Run, z: np.ndarray, beam_width: int, grammar: bool = True,
+                    batch_size: int = 200) -> list[list[str]]:
+    """Every hypothesis of a beam search from each ``z (N, L)``: N lists of ``beam_width``
+    texts, best first (length-normalised log-probability): the molecules the decoder finds most
+    likely near a point, not only the one ``decode(beam_width=...)`` keeps."""
+    z = np.asarray(z, np.float32)
+    masked = bool(grammar or run.config.train.grammar_softmax)
+    model = run.model
+
+    def build():
+        @tf.function(reduce_retracing=True, autograph=False)
+        def hypotheses(batch):
+            return decoding.sample_from_z(model, batch, run.max_len, greedy=True,
+                                          grammar=run.grammar if masked else None,
+                                          beam_width=beam_width, every_hypothesis=True)
+        return hypotheses
+
+    hypotheses = _cached(run, ("beam_hypotheses", beam_width, masked), build)
+    out: list[list[str]] = []
+    for start in range(0, len(z), batch_size):
+        ids = hypotheses(tf.constant(z[start:start + batch_size])).numpy()  # (b, K, T)
+        texts = ids_to_texts(run.codec, ids.reshape(-1, ids.shape[-1]))
+        out += [texts[i:i + beam_width] for i in range(0, len(texts), beam_width)]
+    return out
+
+
 def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None],
                       greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
                       seed: int = 0, batch_size: int = 1000,

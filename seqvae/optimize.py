@@ -46,6 +46,7 @@ class OptimizeSettings:
     trust_radius: float = 2.0  # every point stays within this distance of where its path began
     samples: int = 4  # sampled decodings per point, besides the greedy one
     temperature: float = 1.0  # of the sampled decodings
+    beam: int = 0  # > 1: every hypothesis of a beam search this wide from each path's first point
     rounds: int = 3  # searches, each later one from the best molecules found so far
     elites: int = 2  # molecules per start a later round climbs from (restarts // elites paths each)
     minimize: bool = False  # search for lower values of the objective instead
@@ -55,8 +56,8 @@ class OptimizeSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.similarity <= 1.0:
             raise SeqvaeError(f"--similarity must be in [0, 1], got {self.similarity}")
-        if self.steps < 0 or self.restarts < 1 or self.samples < 0:
-            raise SeqvaeError("--steps and --samples must be >= 0 and --restarts >= 1")
+        if self.steps < 0 or self.restarts < 1 or self.samples < 0 or self.beam < 0:
+            raise SeqvaeError("--steps, --samples and --beam must be >= 0 and --restarts >= 1")
         if self.rounds < 1 or self.elites < 1:
             raise SeqvaeError("--rounds and --elites must be >= 1")
         if not (self.step_size > 0 and self.trust_radius > 0 and self.temperature > 0):
@@ -183,7 +184,7 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
         predicted = head.predict(flat)[:, index].reshape(paths.shape[:3])
         report(f"round {round_ + 1}/{settings.rounds}: decoding {len(flat)} points x "
                f"{1 + settings.samples} (greedy + sampled)")
-        decodings = decode_points(run, flat, round_settings)
+        decodings = decode_points(run, flat, round_settings, first=paths.shape[2])
         report(f"round {round_ + 1}/{settings.rounds}: scoring the decoded molecules with RDKit "
                f"({objective})")
         with rdBase.BlockLogs():
@@ -194,17 +195,27 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
     return SearchResult(results, scorer.scored(), trajectory)
 
 
-def decode_points(run: Run, z: np.ndarray, settings: OptimizeSettings) -> list[list[str]]:
-    """The greedy decoding of every point ``z (N, L)`` and ``settings.samples`` sampled ones:
-    a list of ``1 + samples`` lists of N texts (the sampled ones in one batched decode)."""
+def decode_points(run: Run, z: np.ndarray, settings: OptimizeSettings,
+                  first: int = 0) -> dict[str, list]:
+    """The decodings of every point ``z (N, L)``, by name: ``greedy``, ``sample1`` ...
+    (``settings.samples`` sampled ones, in one batched decode) and, with ``settings.beam`` > 1,
+    ``beam1`` ... every hypothesis of a beam search from every ``first``-th point (a path's
+    first point; None at the others). Each a list of N texts."""
     from seqvae import inference
 
-    decodings = [inference.decode(run, z, greedy=True, grammar=settings.grammar)]
+    decodings = {"greedy": inference.decode(run, z, greedy=True, grammar=settings.grammar)}
     if settings.samples:
         repeated = np.repeat(z, settings.samples, axis=0)
         sampled = inference.decode(run, repeated, greedy=False, temperature=settings.temperature,
                                    seed=settings.seed, grammar=settings.grammar)
-        decodings += [sampled[k::settings.samples] for k in range(settings.samples)]
+        for k in range(settings.samples):
+            decodings[f"sample{k + 1}"] = sampled[k::settings.samples]
+    if settings.beam > 1 and first:
+        found = inference.beam_hypotheses(run, z[::first], settings.beam, settings.grammar)
+        for k in range(settings.beam):
+            column = [None] * len(z)
+            column[::first] = [texts[k] for texts in found]
+            decodings[f"beam{k + 1}"] = column
     return decodings
 
 
@@ -263,8 +274,11 @@ def _collect(round_, paths, z0, predicted, decodings, canonical, scorer, thresho
         start_fp = scorer.fingerprint(start) if start else None
         for r in range(R):
             for k in range(K):
-                for d, decoded in enumerate(decodings):
-                    smiles = scorer.canon(decoded[(s * R + r) * K + k])
+                for name, decoded in decodings.items():
+                    text = decoded[(s * R + r) * K + k]
+                    if text is None:  # not decoded this way at this point
+                        continue
+                    smiles = scorer.canon(text)
                     similarity = props.tanimoto(start_fp, scorer.fingerprint(smiles)) if smiles else math.nan
                     qualifies = smiles is not None and smiles != start and similarity >= threshold
                     v = scorer.value(smiles) if qualifies or (trajectory is not None and smiles) else math.nan
@@ -272,7 +286,7 @@ def _collect(round_, paths, z0, predicted, decodings, canonical, scorer, thresho
                     if trajectory is not None:
                         trajectory.append({
                             "start_index": s, "round": round_, "restart": r, "step": k,
-                            "decoding": "greedy" if d == 0 else f"sample{d}", "distance": distance,
+                            "decoding": name, "distance": distance,
                             "predicted": float(predicted[s, r, k]), "smiles": smiles or "",
                             "value": v, "similarity": similarity})
                     if qualifies and not math.isnan(v) and smiles not in pools[s]:

@@ -98,7 +98,7 @@ def test_optimize_cli_defaults_are_the_library_defaults():
     args = build_parser().parse_args(["optimize", "RUN", "--objective", "qed", "--out", "x.csv"])
     defaults = OptimizeSettings()
     for name in ("similarity", "steps", "restarts", "step_size", "trust_radius", "samples",
-                 "temperature", "rounds", "elites", "seed"):
+                 "temperature", "beam", "rounds", "elites", "seed"):
         assert getattr(args, name) == getattr(defaults, name), name
 
 

@@ -150,3 +150,22 @@ def test_objective_must_be_an_rdkit_property_the_head_predicts(run, stub_head):
         opt.OptimizeSettings(similarity=1.5)
     with pytest.raises(SeqvaeError, match="--rounds and --elites"):
         opt.OptimizeSettings(rounds=0)
+
+
+def test_beam_hypotheses_join_the_candidates_at_each_path_start(run, stub_head):
+    """--beam K: every hypothesis of a width-K beam search from each path's first point, best
+    first; the best is what a beam decoding keeps."""
+    from seqvae import inference
+
+    z = np.random.default_rng(1).standard_normal((3, run.config.model.latent_dim)).astype(np.float32)
+    found = inference.beam_hypotheses(run, z, 4)
+    assert [len(texts) for texts in found] == [4, 4, 4]
+    assert [texts[0] for texts in found] == inference.decode(run, z, beam_width=4)
+    settings = opt.OptimizeSettings(similarity=0.0, steps=2, restarts=2, samples=1, beam=4,
+                                    rounds=1)
+    result = opt.optimize(run, "atoms", HELD_OUT[:2], settings=settings, head=stub_head,
+                          score=heavy_atoms, keep_trajectory=True)
+    beams = [p for p in result.trajectory if p["decoding"].startswith("beam")]
+    assert {p["step"] for p in beams} == {0} and len(beams) == 2 * 2 * 4
+    assert {p["decoding"] for p in beams} == {"beam1", "beam2", "beam3", "beam4"}
+    assert len(result.trajectory) == 2 * 2 * 3 * 2 + len(beams)

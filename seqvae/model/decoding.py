@@ -131,7 +131,7 @@ def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_
 
 def beam_search(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
                 beam_width: int, start_id: int, eos_id: int, pad_id: int = PAD_ID,
-                length_penalty: float = 1.0) -> tuple[tf.Tensor, tf.Tensor]:
+                length_penalty: float = 1.0, every: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
     """Beam search over a step function, in one ``tf.while_loop`` (graph, XLA-friendly shapes).
 
     Every row keeps ``beam_width`` hypotheses ranked by their summed log-probability; a finished
@@ -147,10 +147,11 @@ def beam_search(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
       beam_width: K hypotheses per row.
       start_id, eos_id, pad_id: as ``decode_loop``.
       length_penalty: 0 ranks by total log-probability, 1 by the mean per token.
+      every: return all K hypotheses of each row, best first.
 
     Returns:
       ``(ids int32 (B, max_len), scores float32 (B,))``: the best hypothesis of each row and
-      its normalised score.
+      its normalised score; with ``every``, ``(ids (B, K, max_len), scores (B, K))``.
     """
     if beam_width < 1:
         raise SeqvaeError(f"the beam width must be >= 1, got {beam_width}")
@@ -195,6 +196,9 @@ def beam_search(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
                           *(rows_vary(v.shape) for v in (scores, finished, lengths, sequences))),
         maximum_iterations=max_len)
     normalised = scores / tf.pow(tf.cast(tf.maximum(lengths, 1), tf.float32), length_penalty)
+    if every:
+        normalised, order = tf.math.top_k(normalised, k=k)
+        return tf.gather(sequences, order, batch_dims=1), normalised
     best = tf.argmax(normalised, axis=1, output_type=tf.int32)
     return (tf.gather(sequences, best, batch_dims=1),
             tf.gather(normalised, best, batch_dims=1))
@@ -224,14 +228,16 @@ def decoder_step_fn(decoder, z: tf.Tensor,
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
                   seed: tf.Tensor | None = None, compact: bool = True,
-                  grammar=None, beam_width: int = 0, compiled_mask: bool = False) -> tf.Tensor:
+                  grammar=None, beam_width: int = 0, compiled_mask: bool = False,
+                  every_hypothesis: bool = False) -> tf.Tensor:
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
     ``grammar``: a ``seqvae.model.grammar.SmilesGrammar`` whose mask the decoding obeys;
     ``compiled_mask`` runs its state machine under XLA (the same masks, faster; see
     ``SmilesGrammar.masked_step_fn``).
-    ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
+    ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding;
+    ``every_hypothesis``: all of its ``beam_width`` hypotheses, ids ``(B, beam_width, max_len)``.
     """
     max_len = max_len or model.max_len
     batch_size = tf.shape(z)[0]
@@ -242,7 +248,7 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
                                              compiled=compiled_mask)
     if beam_width > 1:
         return beam_search(step, state, batch_size, max_len, beam_width, start_id=start_id,
-                           eos_id=EOS_ID)[0]
+                           eos_id=EOS_ID, every=every_hypothesis)[0]
     return decode_loop(step, state, batch_size, max_len, start_id=start_id, eos_id=EOS_ID,
                        greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                        compact=compact)
