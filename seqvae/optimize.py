@@ -190,8 +190,9 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
         with rdBase.BlockLogs():
             _collect(round_, paths, z0, predicted, decodings, canonical, scorer, threshold,
                      pools, trajectory if keep_trajectory else None)
-    results = [_best(start, canon, pool, scorer, sign)
-               for start, canon, pool in zip(starts, canonical, pools)]
+    with rdBase.BlockLogs():  # the starts' own values
+        results = [_best(start, canon, pool, scorer, sign)
+                   for start, canon, pool in zip(starts, canonical, pools)]
     return SearchResult(results, scorer.scored(), trajectory)
 
 
