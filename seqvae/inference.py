@@ -36,13 +36,15 @@ def _cached(run: Run, key: tuple, build: Callable):
 
 
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
-                     grammar: bool = True, beam_width: int = 0, compiled_mask: bool = False):
+                     grammar: bool = True, beam_width: int = 0, compiled_mask: bool = False,
+                     every_hypothesis: bool = False):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
     decodes without it (other notations never have one), except for runs trained with the
     constrained softmax (``train.grammar_softmax``), whose distribution is the masked one.
-    ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding.
+    ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding;
+    ``every_hypothesis``: all its hypotheses, ids ``(B, beam_width, max_len)``, best first.
     A float32 scalar tensor passed as a third argument replaces ``temperature`` without a new trace (the explorer's slider).
     ``compiled_mask``: the grammar's state machine under XLA (``decoding.sample_from_z``):
     faster a step, at a compile of about a second the first time.
@@ -58,12 +60,13 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
             return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                           temperature=temperature, top_k=top_k, seed=seed,
                                           grammar=mask, beam_width=beam_width,
-                                          compiled_mask=compiled_mask)
+                                          compiled_mask=compiled_mask,
+                                          every_hypothesis=every_hypothesis)
 
         return decode_ids
 
     return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width,
-                         compiled_mask), build)
+                         every_hypothesis, compiled_mask), build)
 
 
 def compiled_encoder(run: Run):
@@ -102,22 +105,11 @@ def beam_hypotheses(run: Run, z: np.ndarray, beam_width: int, grammar: bool = Tr
     texts, best first (length-normalised log-probability): the molecules the decoder finds most
     likely near a point, not only the one ``decode(beam_width=...)`` keeps."""
     z = np.asarray(z, np.float32)
-    masked = bool(grammar or run.config.train.grammar_softmax)
-    model = run.model
-
-    def build():
-        @tf.function(reduce_retracing=True, autograph=False)
-        def hypotheses(batch):
-            return decoding.sample_from_z(model, batch, run.max_len, greedy=True,
-                                          grammar=run.grammar if masked else None,
-                                          beam_width=beam_width, every_hypothesis=True)
-        return hypotheses
-
-    hypotheses = _cached(run, ("beam_hypotheses", beam_width, masked), build)
+    hypotheses = compiled_decoder(run, True, 1.0, 0, grammar, beam_width, every_hypothesis=True)
     out: list[list[str]] = []
     for start in range(0, len(z), batch_size):
-        ids = hypotheses(tf.constant(z[start:start + batch_size])).numpy()  # (b, K, T)
-        texts = ids_to_texts(run.codec, ids.reshape(-1, ids.shape[-1]))
+        ids = hypotheses(tf.constant(z[start:start + batch_size]), tf.constant([0, 0])).numpy()
+        texts = ids_to_texts(run.codec, ids.reshape(-1, ids.shape[-1]))  # ids (b, K, T)
         out += [texts[i:i + beam_width] for i in range(0, len(texts), beam_width)]
     return out
 
