@@ -2,8 +2,9 @@
 
 For each start molecule: encode it (posterior mean ``z0``), climb the head's prediction of the
 objective by normalised gradient steps from ``z0`` and from perturbed restarts, never leaving
-the trust region ``||z - z0|| <= trust_radius`` (of where the path began); decode every point of every path under the
-grammar mask, greedily and by sampling (all points of all starts in batched compiled decodes);
+the trust region ``||z - z0|| <= trust_radius`` (of where the path began); decode every point
+of every path under the grammar mask, greedily and by sampling (all points of all starts in
+batched compiled decodes; with ``beam``, also every beam hypothesis from each path's start);
 score every decoded molecule with the real RDKit property (never the predictor) and keep the
 best one, other than the start, whose Tanimoto similarity to the start (Morgan radius 2,
 2048 bits) is at least ``similarity``. With ``rounds > 1`` the search goes on from what it
@@ -183,7 +184,9 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
         flat = paths.reshape(-1, z0.shape[1])
         predicted = head.predict(flat)[:, index].reshape(paths.shape[:3])
         report(f"round {round_ + 1}/{settings.rounds}: decoding {len(flat)} points x "
-               f"{1 + settings.samples} (greedy + sampled)")
+               f"{1 + settings.samples} (greedy + sampled)"
+               + (f", {len(flat) // paths.shape[2]} x {settings.beam} beam hypotheses"
+                  if settings.beam > 1 else ""))
         decodings = decode_points(run, flat, round_settings, first=paths.shape[2])
         report(f"round {round_ + 1}/{settings.rounds}: scoring the decoded molecules with RDKit "
                f"({objective})")
@@ -275,6 +278,7 @@ def _collect(round_, paths, z0, predicted, decodings, canonical, scorer, thresho
         start_fp = scorer.fingerprint(start) if start else None
         for r in range(R):
             for k in range(K):
+                distance = float(np.linalg.norm(paths[s, r, k] - z0[s]))  # one per point
                 for name, decoded in decodings.items():
                     text = decoded[(s * R + r) * K + k]
                     if text is None:  # not decoded this way at this point
@@ -283,7 +287,6 @@ def _collect(round_, paths, z0, predicted, decodings, canonical, scorer, thresho
                     similarity = props.tanimoto(start_fp, scorer.fingerprint(smiles)) if smiles else math.nan
                     qualifies = smiles is not None and smiles != start and similarity >= threshold
                     v = scorer.value(smiles) if qualifies or (trajectory is not None and smiles) else math.nan
-                    distance = float(np.linalg.norm(paths[s, r, k] - z0[s]))
                     if trajectory is not None:
                         trajectory.append({
                             "start_index": s, "round": round_, "restart": r, "step": k,
