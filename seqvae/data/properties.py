@@ -21,7 +21,7 @@ import csv
 import functools
 import os
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -166,11 +166,14 @@ class PropertyTable:
 
 
 def read_property_table(source, names: Sequence[str], column: str = "SMILES",
-                        limit: int = 0) -> PropertyTable:
+                        limit: int = 0,
+                        known: Mapping[str, np.ndarray] | None = None) -> PropertyTable:
     """Reads molecules from ``source`` (as ``sources.read_sequences``) with their properties.
 
-    RDKit properties are computed; ``col:NAME`` properties are read from the CSV/TSV ``source``
-    (rows with an empty molecule cell are skipped, as ``read_sequences`` does).
+    RDKit properties are computed, except for molecules in ``known`` (text -> the values of
+    ``names``, float64 ``(P,)``, e.g. from an earlier table); ``col:NAME`` properties are read
+    from the CSV/TSV ``source`` (rows with an empty molecule cell are skipped, as
+    ``read_sequences`` does).
 
     Raises:
         SeqvaeError: one line for a ``col:`` property of a source that is not a table, a
@@ -183,7 +186,16 @@ def read_property_table(source, names: Sequence[str], column: str = "SMILES",
     values = np.full((len(seqs.texts), len(names)), np.nan)
     computed = [i for i, name in enumerate(names) if not name.startswith(COLUMN_PREFIX)]
     if computed:
-        values[:, computed] = rdkit_properties(seqs.texts, [names[i] for i in computed])
+        known = known or {}
+        todo = []
+        for row, text in enumerate(seqs.texts):
+            if text in known:
+                values[row, computed] = known[text][computed]
+            else:
+                todo.append(row)
+        if todo:
+            values[np.ix_(todo, computed)] = rdkit_properties(
+                [seqs.texts[row] for row in todo], [names[i] for i in computed])
     columns = [i for i, name in enumerate(names) if name.startswith(COLUMN_PREFIX)]
     if columns:
         read = read_numeric_columns(source, column, [names[i][len(COLUMN_PREFIX):] for i in columns],

@@ -12,18 +12,35 @@ from seqvae.errors import SeqvaeError
 from seqvae.training import property_fit
 
 
-def test_fit_head_learns_a_smooth_function():
+@pytest.mark.parametrize("schedule", ["cosine", "constant"])
+def test_fit_head_learns_a_smooth_function(schedule):
     rng = np.random.default_rng(0)
     z = rng.standard_normal((2000, 6)).astype(np.float32)
     values = np.stack([3 * z[:, 0] - z[:, 1] + 10, np.tanh(z[:, 2])], axis=1)
     values[::50, 1] = np.nan  # unknown targets are skipped
-    head, mean, std, history = property_fit.fit_head(z, values, epochs=20, seed=0)
+    head, mean, std, history = property_fit.fit_head(z, values, epochs=20, seed=0,
+                                                     schedule=schedule)
     test = rng.standard_normal((500, 6)).astype(np.float32)
     truth = np.stack([3 * test[:, 0] - test[:, 1] + 10, np.tanh(test[:, 2])], axis=1)
     predicted = head(test).numpy() * std + mean
     metrics = property_fit.regression_metrics(truth, predicted, ["a", "b"])
     assert metrics["a"]["r2"] > 0.98 and metrics["b"]["r2"] > 0.9
     assert history[-1][0] < history[0][0]
+
+
+def test_the_cosine_fit_ends_at_a_hundredth_of_its_rate(monkeypatch):
+    import keras
+
+    made = []
+    adam = keras.optimizers.Adam
+    monkeypatch.setattr(keras.optimizers, "Adam", lambda rate: made.append(adam(rate)) or made[-1])
+    z = np.random.default_rng(0).standard_normal((1000, 4)).astype(np.float32)
+    property_fit.fit_head(z, z[:, :1] * 2, epochs=3, batch_size=100, learning_rate=1e-2)
+    optimizer = made[0]
+    assert int(optimizer.iterations) == 3 * 9  # 950 training rows in 9 batches, 3 epochs
+    assert float(optimizer.learning_rate) == pytest.approx(1e-4, rel=1e-3)
+    with pytest.raises(SeqvaeError, match="schedule must be one of cosine, constant"):
+        property_fit.fit_head(z, z[:, :1], epochs=1, schedule="linear")
 
 
 def test_regression_metrics_by_hand():
@@ -112,3 +129,30 @@ def test_jointly_trained_head(tmp_path):
     assert property_fit.has_head(run)
     metrics = _property_metrics(run, HELD_OUT, lambda line: None, [])
     assert set(metrics) == {"logp R2", "logp MAE", "qed R2", "qed MAE", "molecules"}
+
+
+def test_a_larger_table_computes_only_the_new_molecules(tmp_path, run, monkeypatch):
+    from seqvae.data import properties
+
+    path = tmp_path / "mols.smi"
+    path.write_text("\n".join(SMILES[:8]) + "\n")
+    fresh = properties.read_property_table(str(path), ("logp", "qed"))
+    computed = []
+    real = properties.rdkit_properties
+
+    def counting(texts, names, progress=None):
+        computed.extend(texts)
+        return real(texts, names, progress)
+
+    monkeypatch.setattr(properties, "rdkit_properties", counting)
+    first = property_fit.property_table(run, str(path), ("logp", "qed"), limit=5)
+    assert computed == SMILES[:5]
+    computed.clear()
+    larger = property_fit.property_table(run, str(path), ("logp", "qed"), limit=8)
+    assert computed == SMILES[5:8]  # the first five come from the cached table
+    np.testing.assert_array_equal(larger.values, fresh.values)
+    np.testing.assert_array_equal(first.values, fresh.values[:5])
+    computed.clear()
+    other = property_fit.property_table(run, str(path), ("qed",), limit=8)  # other names:
+    assert computed == SMILES[:8]  # nothing reused
+    np.testing.assert_array_equal(other.values[:, 0], fresh.values[:, 1])
