@@ -367,7 +367,7 @@ def cmd_fit_properties(args) -> int:
                           test=None if args.no_test else (args.test or "default"),
                           test_limit=args.test_limit, epochs=args.epochs, seed=args.seed,
                           depth=args.depth, width=args.width, learning_rate=args.learning_rate,
-                          schedule=args.schedule,
+                          schedule=args.schedule, activation=args.activation,
                           progress=lambda line: print(f"seqvae fit-properties: {line}",
                                                       file=sys.stderr, flush=True))
     for note in info["notes"]:
@@ -669,6 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", default="cosine",
                    help="cosine (decayed to 1%% of --learning-rate by the last epoch; the "
                    "default) or constant")
+    p.add_argument("--activation", default="silu",
+                   help="of the hidden layers: silu (the default), tanh (the chemical VAE's), "
+                   "gelu or relu")
     p.add_argument("--depth", type=int, help="hidden layers of the head (default: the run's "
                    "model.property_head_depth, 3)")
     p.add_argument("--width", type=int, help="units per hidden layer (default: the run's "

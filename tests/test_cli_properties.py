@@ -32,7 +32,7 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     run_dir, data = csv_run
     assert main(["fit-properties", run_dir, "--data", str(data), "--properties", "logp,qed,col:pIC50",
                  "--test", str(data), "--epochs", "2", "--limit", "0", "--depth", "2",
-                 "--width", "16", "--schedule", "constant"]) == 0
+                 "--width", "16", "--schedule", "constant", "--activation", "tanh"]) == 0
     out = capsys.readouterr().out
     assert "property head fitted on 40 encodings" in out and "pIC50" in out and "R2" in out
     import json
@@ -40,6 +40,7 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     saved = json.load(open(os.path.join(run_dir, "property_head", "head.json")))
     assert (saved["depth"], saved["width"]) == (2, 16)  # the run's config says 3 x 67
     assert saved["schedule"] == "constant" and saved["learning_rate"] == 1e-3
+    assert saved["activation"] == "tanh"
     molecules = tmp_path / "m.smi"
     molecules.write_text("\n".join(HELD_OUT[:3]) + "\n")
     assert main(["predict", run_dir, str(molecules)]) == 0
@@ -72,7 +73,8 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     (["fit-properties", "{run}", "--data", "{data}", "--properties", "col:Ki"], "no column 'Ki'"),
     (["fit-properties", "{run}", "--properties", "logp,bogus"], "unknown property 'bogus'"),
     (["fit-properties", "{run}", "--width", "0"], "the head needs --depth >= 0, --width >= 1"),
-    (["fit-properties", "{run}", "--schedule", "step"], "--schedule cosine or constant, got"),
+    (["fit-properties", "{run}", "--schedule", "step"], "--schedule cosine or constant and"),
+    (["fit-properties", "{run}", "--activation", "elu"], "--activation tanh or silu or gelu or relu"),
 ])
 def test_bad_property_input_is_one_line(csv_run, tmp_path, capsys, argv, message):
     run_dir, data = csv_run

@@ -15,14 +15,21 @@ import tensorflow as tf
 from seqvae.model.layers import BuiltOnFirstCall, set_layers
 
 
-class PropertyHead(BuiltOnFirstCall, keras.Model):
-    """``z (B, L) -> standardised properties (B, P)``: ``depth`` tanh layers of ``width`` units
-    and a linear output layer (the chemical VAE's predictor: depth 3, width 67)."""
+ACTIVATIONS = ("tanh", "silu", "gelu", "relu")
 
-    def __init__(self, num_properties: int, depth: int = 3, width: int = 67, **kwargs):
+
+class PropertyHead(BuiltOnFirstCall, keras.Model):
+    """``z (B, L) -> standardised properties (B, P)``: ``depth`` layers of ``width`` units and a
+    linear output layer (the chemical VAE's predictor: depth 3, width 67, tanh; a head fitted
+    afterwards uses SiLU, ``seqvae.training.property_fit``)."""
+
+    def __init__(self, num_properties: int, depth: int = 3, width: int = 67,
+                 activation: str = "tanh", **kwargs):
         super().__init__(**kwargs)
         self.num_properties, self.depth, self.width = num_properties, depth, width
-        set_layers(self, "hidden", [keras.layers.Dense(width, activation="tanh", name=f"hidden_{i}")
+        self.activation = activation
+        set_layers(self, "hidden", [keras.layers.Dense(width, activation=activation,
+                                                       name=f"hidden_{i}")
                                     for i in range(depth)])
         self.out = keras.layers.Dense(num_properties, name="out")
 
@@ -38,7 +45,8 @@ class PropertyHead(BuiltOnFirstCall, keras.Model):
         return self
 
     def get_config(self):
-        return {"num_properties": self.num_properties, "depth": self.depth, "width": self.width}
+        return {"num_properties": self.num_properties, "depth": self.depth, "width": self.width,
+                "activation": self.activation}
 
 
 def property_loss(targets: tf.Tensor, predictions: tf.Tensor) -> tf.Tensor:

@@ -41,6 +41,24 @@ def test_the_cosine_fit_ends_at_a_hundredth_of_its_rate(monkeypatch):
     assert float(optimizer.learning_rate) == pytest.approx(1e-4, rel=1e-3)
     with pytest.raises(SeqvaeError, match="schedule must be one of cosine, constant"):
         property_fit.fit_head(z, z[:, :1], epochs=1, schedule="linear")
+    with pytest.raises(SeqvaeError, match="activation one of tanh, silu, gelu, relu"):
+        property_fit.fit_head(z, z[:, :1], epochs=1, activation="softsign")
+
+
+def test_a_head_keeps_its_activation_through_save_and_load(run):
+    info = property_fit.fit_properties(run.run_dir, "logp", data=SMILES, limit=0, test=None,
+                                       epochs=1, activation="gelu")
+    assert info["activation"] == "gelu" and info["schedule"] == "cosine"
+    head = property_fit.load_head(run)
+    assert [layer.activation.__name__ for layer in head.model.hiddens] == ["gelu"] * 3
+    z = inference.encode(run, HELD_OUT[:4])[0]
+    np.testing.assert_allclose(head.predict(z), property_fit.load_head(run).predict(z), rtol=1e-6)
+    folder = os.path.join(run.run_dir, "property_head")  # a head saved before the option: tanh
+    saved = json.load(open(os.path.join(folder, "head.json")))
+    del saved["activation"]
+    json.dump(saved, open(os.path.join(folder, "head.json"), "w"))
+    assert [layer.activation.__name__ for layer in property_fit.load_head(run).model.hiddens] \
+        == ["tanh"] * 3
 
 
 def test_regression_metrics_by_hand():
