@@ -12,7 +12,7 @@ The run needs a property head predicting plogp and qed (``seqvae fit-properties 
 published anchors are on ZINC-250k's 800 lowest molecules, not MOSES's: the starting sets
 differ (MOSES molecules are filtered, drug-like), so compare with care.
 
-    flock /tmp/seqvae-bench.lock python bench/optimize.py RUN --out bench/optimize.md
+    flock /tmp/seqvae-bench.lock python bench/optimize.py RUN    # -> runs/bench_optimize/
 
 Each δ is timed in wall seconds and in CPU seconds of this process (all threads).
 """
@@ -95,12 +95,16 @@ def main(argv=None) -> int:
     parser.add_argument("--beam", type=int, default=defaults.beam)
     parser.add_argument("--rounds", type=int, default=defaults.rounds)
     parser.add_argument("--elites", type=int, default=defaults.elites)
-    parser.add_argument("--out", default="bench/optimize.md")
+    parser.add_argument("--out", default="runs/bench_optimize/optimize.md",
+                        help="the markdown table; beside it the .json summary and one CSV per δ "
+                        "(default: runs/bench_optimize/optimize.md; bench/optimize.md holds the "
+                        "sessions' figures and notes, not to be overwritten)")
     args = parser.parse_args(argv)
 
     from seqvae.training.property_fit import load_head
     from seqvae.training.rundir import load_run
 
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     run = load_run(args.run_dir)
     head = load_head(run)
     starts, skipped = lowest_plogp(run, args.n, args.pool)
