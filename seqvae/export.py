@@ -124,12 +124,17 @@ class ExportModule(tf.Module):
 
     def _rejection_ids(self, z, temperature, base):
         """``inference.rejection_sample`` in the graph, for one decoding batch: the same seeds
-        (``decoding.rejection_round_seed``), the same texts."""
-        def draw(rows_z, round_base, grammar):
+        (``decoding.rejection_round_seed``), the same texts. The rounds are unrolled, each
+        calling one traced function for the unmasked draw and one for the grammar's check (traced
+        inline, the R copies of the check took most of a tiny run's minute of export)."""
+        def draw(rows_z, seed, temperature, grammar):
             return decoding.sample_from_z(self.model, rows_z, self.max_len, greedy=False,
-                                          temperature=temperature,
-                                          seed=randomness.fold_in(round_base, 0), grammar=grammar,
+                                          temperature=temperature, seed=seed, grammar=grammar,
                                           compiled_mask=False)
+
+        unmasked = tf.function(lambda rows_z, seed, temperature: draw(rows_z, seed, temperature,
+                                                                       None), autograph=False)
+        violation = tf.function(self.grammar.first_violation, autograph=False)
 
         ids = tf.zeros([tf.shape(z)[0], self.max_len], tf.int32)
         pending = tf.range(tf.shape(z)[0])
@@ -138,13 +143,15 @@ class ExportModule(tf.Module):
             if round_:
                 fresh = decoding.prior_z(tf.size(pending), self.latent_dim, round_base)
                 z = tf.tensor_scatter_nd_update(z, pending[:, None], fresh)
-            drawn = draw(tf.gather(z, pending), round_base, None)
-            accepted = self.grammar.first_violation(drawn) < 0
+            drawn = unmasked(tf.gather(z, pending), randomness.fold_in(round_base, 0),
+                             temperature)
+            accepted = violation(drawn) < 0
             ids = tf.tensor_scatter_nd_update(ids, tf.boolean_mask(pending, accepted)[:, None],
                                               tf.boolean_mask(drawn, accepted))
             pending = tf.boolean_mask(pending, ~accepted)
-        masked = draw(tf.gather(z, pending),
-                      decoding.rejection_round_seed(base, self.rejection_rounds), self.grammar)
+        masked = draw(tf.gather(z, pending), randomness.fold_in(
+            decoding.rejection_round_seed(base, self.rejection_rounds), 0), temperature,
+            self.grammar)
         return tf.tensor_scatter_nd_update(ids, pending[:, None], masked)
 
 
