@@ -396,9 +396,10 @@ def _cpu_config() -> Config:
     """The demo-size model and schedule with the latent recipe, Adam peaking at 3e-3 after 100
     warm-up steps (cosine to 1e-4): 2,000 steps of 128 on 320k MOSES molecules. What the demo
     and user presets share; measured as such on the demo's budget (22.9% greedy
-    reconstruction, FCD 3.7 sampled by rejection; ``bench/latent_ablation.md``, session 20). In ``train.precision=auto``: mixed
-    bfloat16 on CPUs with AVX512-BF16 or AMX, where the demo trained that way measured as in
-    float32 (``bench/latent_ablation.md``, session 16), float32 elsewhere."""
+    reconstruction, FCD 3.7 sampled by rejection; ``bench/latent_ablation.md``, session 20).
+    In ``train.precision=auto``: mixed bfloat16 on CPUs with AVX512-BF16 or AMX, where the demo
+    trained that way measured as in float32 (``bench/latent_ablation.md``, session 16),
+    float32 elsewhere."""
     return with_latent_recipe(Config(
         model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
                           decoder_layers=2, z_conditioning="both"),
