@@ -74,6 +74,7 @@ def lowest_plogp(run, count: int, pool: int = 0) -> tuple[list[str], int]:
 
 def main(argv=None) -> int:
     from seqvae import optimize as opt
+    from seqvae.cli import parse_fractions
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_dir")
@@ -95,6 +96,8 @@ def main(argv=None) -> int:
     parser.add_argument("--beam", type=int, default=defaults.beam)
     parser.add_argument("--rounds", type=int, default=defaults.rounds)
     parser.add_argument("--elites", type=int, default=defaults.elites)
+    parser.add_argument("--keep", type=parse_fractions, default=defaults.keep,
+                        help="fractions of the start's tokens forced as a prefix, e.g. 0.5,0.7")
     parser.add_argument("--out", default="runs/bench_optimize/optimize.md",
                         help="the markdown table; beside it the .json summary and one CSV per δ "
                         "(default: runs/bench_optimize/optimize.md; bench/optimize.md holds the "
@@ -118,7 +121,8 @@ def main(argv=None) -> int:
                                         restarts=args.restarts, samples=args.samples,
                                         step_size=args.step_size, trust_radius=args.trust_radius,
                                         temperature=args.temperature, beam=args.beam,
-                                        rounds=args.rounds, elites=args.elites)
+                                        rounds=args.rounds, elites=args.elites,
+                                        keep=args.keep)
         wall, cpu = time.monotonic(), cpu_seconds()
         found = opt.optimize(run, "plogp", starts, settings=settings, head=head)
         summary = opt.summarize(found.results)

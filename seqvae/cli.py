@@ -41,6 +41,15 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
+def parse_fractions(text: str) -> tuple[float, ...]:
+    """``"0.5,0.7"`` -> ``(0.5, 0.7)``; ``""`` -> ``()``."""
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, e.g. 0.5,0.7, "
+                                         f"got {text!r}") from None
+
+
 def _build_config(args, stored=None):
     """The config the arguments describe: ``--config`` or ``--preset`` (default demo, or the
     stored run's config when resuming without either), then ``--set`` and the flags."""
@@ -401,7 +410,8 @@ def cmd_optimize(args) -> int:
         similarity=args.similarity, steps=args.steps,  # unconstrained without --start
         restarts=args.restarts, step_size=args.step_size, trust_radius=args.trust_radius,
         samples=args.samples, temperature=args.temperature, beam=args.beam, rounds=args.rounds,
-        elites=args.elites, minimize=args.minimize, grammar=not args.no_grammar, seed=args.seed)
+        elites=args.elites, keep=args.keep, minimize=args.minimize, grammar=not args.no_grammar,
+        seed=args.seed)
     run = _load(args.run_dir)
     starts = None
     if args.start:
@@ -706,6 +716,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, default=0,
                    help="also every hypothesis of a beam search this wide from each path's "
                    "first point (default 0: none)")
+    p.add_argument("--keep", type=parse_fractions, default=(), metavar="F[,F...]",
+                   help="also decode every point with these fractions of the start's tokens "
+                   "forced as a prefix, the decoder completing them from z (e.g. 0.5,0.7; "
+                   "default: none)")
     p.add_argument("--rounds", type=int, default=3,
                    help="searches; each later one climbs from the best molecules found so far")
     p.add_argument("--elites", type=int, default=2,

@@ -37,7 +37,7 @@ def _cached(run: Run, key: tuple, build: Callable):
 
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
                      grammar: bool = True, beam_width: int = 0, compiled_mask: bool = False,
-                     every_hypothesis: bool = False):
+                     every_hypothesis: bool = False, prefixed: bool = False):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
@@ -48,12 +48,23 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     A float32 scalar tensor passed as a third argument replaces ``temperature`` without a new trace (the explorer's slider).
     ``compiled_mask``: the grammar's state machine under XLA (``decoding.sample_from_z``):
     faster a step, at a compile of about a second the first time.
+    ``prefixed``: the function takes ``(z, seed, prefix (B, P), prefix_lengths (B,))`` instead,
+    and each row first emits its prefix's first tokens (``decoding.forced_prefix_step_fn``).
     """
     model = run.model
     masked = bool(grammar or run.config.train.grammar_softmax)
 
     def build():
         mask = run.grammar if masked else None
+        if prefixed:
+            @tf.function(reduce_retracing=True, autograph=False)
+            def decode_prefixed(z, seed, prefix, prefix_lengths):
+                return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
+                                              temperature=temperature, top_k=top_k, seed=seed,
+                                              grammar=mask, compiled_mask=compiled_mask,
+                                              prefix=prefix, prefix_lengths=prefix_lengths)
+
+            return decode_prefixed
 
         @tf.function(reduce_retracing=True, autograph=False)
         def decode_ids(z, seed, temperature=temperature):
@@ -66,7 +77,7 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
         return decode_ids
 
     return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width,
-                         every_hypothesis, compiled_mask), build)
+                         every_hypothesis, compiled_mask, prefixed), build)
 
 
 def compiled_encoder(run: Run):
@@ -86,16 +97,21 @@ COMPILED_MASK_MIN = 10_000
 def decode(run: Run, z: np.ndarray, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
            seed: int = 0, batch_size: int = 1000,
            progress: Callable[[str], None] | None = None, verb: str = "decoded",
-           grammar: bool = True, beam_width: int = 0) -> list[str]:
+           grammar: bool = True, beam_width: int = 0, prefix: np.ndarray | None = None,
+           prefix_lengths: np.ndarray | None = None) -> list[str]:
     """Decodes latent vectors ``z (N, latent_dim)`` into texts.
 
     Batch ``i`` samples with the seed ``fold_in(seed, i)``; ``progress`` gets a line per batch,
     ``"{verb} done/total (rate/s)"``; ``grammar`` and ``beam_width`` as in ``compiled_decoder``.
     From ``COMPILED_MASK_MIN`` vectors on, the grammar mask runs under XLA (the same texts).
+    ``prefix`` int ``(N, P)`` token ids and ``prefix_lengths`` int ``(N,)``: row ``i`` begins
+    with ``prefix[i, :prefix_lengths[i]]`` and the decoder completes it from ``z[i]`` (not with
+    beam search).
     """
     texts: list[str] = []
     decode_id_batches(run, z, lambda ids: texts.extend(ids_to_texts(run.codec, ids)), greedy,
-                      temperature, top_k, seed, batch_size, progress, verb, grammar, beam_width)
+                      temperature, top_k, seed, batch_size, progress, verb, grammar, beam_width,
+                      prefix, prefix_lengths)
     return texts
 
 
@@ -118,20 +134,35 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
                       greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
                       seed: int = 0, batch_size: int = 1000,
                       progress: Callable[[str], None] | None = None, verb: str = "decoded",
-                      grammar: bool = True, beam_width: int = 0) -> None:
+                      grammar: bool = True, beam_width: int = 0, prefix: np.ndarray | None = None,
+                      prefix_lengths: np.ndarray | None = None) -> None:
     """``decode``'s loop: hands the int32 ids ``(b, max_len)`` of each batch to ``out``."""
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
+    prefixed = prefix is not None
+    if prefixed:
+        if beam_width > 1:
+            raise SeqvaeError("a forced prefix cannot be combined with beam search")
+        prefix = np.asarray(prefix, np.int32)
+        prefix_lengths = np.asarray(prefix_lengths, np.int32)
+        if prefix.ndim != 2 or len(prefix) != len(z) or prefix_lengths.shape != (len(z),):
+            raise SeqvaeError(f"prefix must be (N, P) and prefix_lengths (N,) for N = {len(z)}, "
+                              f"got {prefix.shape} and {prefix_lengths.shape}")
     # Sampling passes its temperature as a tensor: one graph for every temperature (the same
     # ids as a graph with the temperature built in, tested), so a new one does not trace.
     shared = not greedy and not beam_width and temperature > 0
+    shared = shared and not prefixed
     decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k, grammar,
-                                  beam_width, compiled_mask=len(z) >= COMPILED_MASK_MIN)
+                                  beam_width, compiled_mask=len(z) >= COMPILED_MASK_MIN,
+                                  prefixed=prefixed)
     extra = (tf.constant(temperature, tf.float32),) if shared else ()
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
+        if prefixed:
+            extra = (tf.constant(prefix[start:start + batch_size]),
+                     tf.constant(prefix_lengths[start:start + batch_size]))
         ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i),
                          *extra)
         out(ids.numpy())

@@ -48,6 +48,10 @@ class OptimizeSettings:
     samples: int = 4  # sampled decodings per point, besides the greedy one
     temperature: float = 1.0  # of the sampled decodings
     beam: int = 0  # > 1: every hypothesis of a beam search this wide from each path's first point
+    # Fractions of the start's tokens kept: for each, every point is also decoded (greedy + the
+    # sampled ones) with that share of the start's own token sequence forced as a prefix, the
+    # decoder completing it from z (edits near the start: the constraint holds more often)
+    keep: tuple[float, ...] = ()
     rounds: int = 3  # searches, each later one from the best molecules found so far
     elites: int = 2  # molecules per start a later round climbs from (restarts // elites paths each)
     minimize: bool = False  # search for lower values of the objective instead
@@ -63,6 +67,8 @@ class OptimizeSettings:
             raise SeqvaeError("--rounds and --elites must be >= 1")
         if not (self.step_size > 0 and self.trust_radius > 0 and self.temperature > 0):
             raise SeqvaeError("--step-size, --trust-radius and --temperature must be > 0")
+        if any(not 0.0 < f < 1.0 for f in self.keep):
+            raise SeqvaeError(f"--keep fractions must be in (0, 1), got {list(self.keep)}")
 
 
 @dataclass
@@ -151,7 +157,8 @@ def ascent_paths(predict: Callable | None, z0: np.ndarray, settings: OptimizeSet
 def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequence[str],
                     settings: OptimizeSettings, score: Callable | None = None,
                     constrained: bool = True, keep_trajectory: bool = False,
-                    progress: Callable[[str], None] | None = None) -> SearchResult:
+                    progress: Callable[[str], None] | None = None,
+                    start_ids: np.ndarray | None = None) -> SearchResult:
     """Searches from latent points ``z0 (S, L)``; ``starts[i]`` is the molecule of ``z0[i]``.
 
     Args:
@@ -161,6 +168,8 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
         gives the values in the results.
       constrained: apply ``settings.similarity`` to the start (False: report it only).
       keep_trajectory: return a row per decoded point (every round, path, step and decoding).
+      start_ids: int ``(S, T)`` each start's token ids (``<eos>`` ended), for
+        ``settings.keep``'s prefixes (ignored without it).
     """
     from rdkit import rdBase
 
@@ -187,7 +196,11 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
                f"{1 + settings.samples} (greedy + sampled)"
                + (f", {len(flat) // paths.shape[2]} x {settings.beam} beam hypotheses"
                   if settings.beam > 1 else ""))
-        decodings = decode_points(run, flat, round_settings, first=paths.shape[2])
+        prefixes = None
+        if start_ids is not None and settings.keep:
+            prefixes = np.repeat(start_ids, flat.shape[0] // len(start_ids), axis=0)
+        decodings = decode_points(run, flat, round_settings, first=paths.shape[2],
+                                  prefixes=prefixes)
         report(f"round {round_ + 1}/{settings.rounds}: scoring the decoded molecules with RDKit "
                f"({objective})")
         with rdBase.BlockLogs():
@@ -200,20 +213,39 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
 
 
 def decode_points(run: Run, z: np.ndarray, settings: OptimizeSettings,
-                  first: int = 0) -> dict[str, list]:
+                  first: int = 0, prefixes: np.ndarray | None = None) -> dict[str, list]:
     """The decodings of every point ``z (N, L)``, by name: ``greedy``, ``sample1`` ...
-    (``settings.samples`` sampled ones, in one batched decode) and, with ``settings.beam`` > 1,
+    (``settings.samples`` sampled ones, in one batched decode), with ``settings.beam`` > 1
     ``beam1`` ... every hypothesis of a beam search from every ``first``-th point (a path's
-    first point; None at the others). Each a list of N texts."""
+    first point; None at the others), and with ``prefixes`` (int ``(N, T)``, ``<eos>``-ended
+    token ids) for each fraction ``f`` of ``settings.keep`` ``keep{f}_greedy``,
+    ``keep{f}_sample1`` ...: the same decodings forced to begin with the first ``f`` of the
+    tokens of their row's prefix. Each a list of N texts."""
     from seqvae import inference
+    from seqvae.data.vocabulary import EOS_ID
 
-    decodings = {"greedy": inference.decode(run, z, greedy=True, grammar=settings.grammar)}
-    if settings.samples:
-        repeated = np.repeat(z, settings.samples, axis=0)
-        sampled = inference.decode(run, repeated, greedy=False, temperature=settings.temperature,
-                                   seed=settings.seed, grammar=settings.grammar)
-        for k in range(settings.samples):
-            decodings[f"sample{k + 1}"] = sampled[k::settings.samples]
+    def decodings_of(prefix_lengths=None, tag=""):
+        forced = {} if prefix_lengths is None else {"prefix": prefixes,
+                                                     "prefix_lengths": prefix_lengths}
+        found = {f"{tag}greedy": inference.decode(run, z, greedy=True, grammar=settings.grammar,
+                                                  **forced)}
+        if settings.samples:
+            if forced:
+                forced = {key: np.repeat(value, settings.samples, axis=0)
+                          for key, value in forced.items()}
+            sampled = inference.decode(run, np.repeat(z, settings.samples, axis=0), greedy=False,
+                                       temperature=settings.temperature, seed=settings.seed,
+                                       grammar=settings.grammar, **forced)
+            for k in range(settings.samples):
+                found[f"{tag}sample{k + 1}"] = sampled[k::settings.samples]
+        return found
+
+    decodings = decodings_of()
+    if prefixes is not None:
+        counts = np.argmax(np.asarray(prefixes) == EOS_ID, axis=1)  # tokens before <eos>
+        for fraction in settings.keep:
+            lengths = np.floor(fraction * counts).astype(np.int32)
+            decodings.update(decodings_of(lengths, f"keep{fraction:g}_"))
     if settings.beam > 1 and first:
         found = inference.beam_hypotheses(run, z[::first], settings.beam, settings.grammar)
         for k in range(settings.beam):
@@ -373,7 +405,7 @@ def optimize(run: Run, objective: str, starts: Sequence[str] | None = None, n: i
         raise SeqvaeError("no start molecule can be encoded by this run")
     z0, _ = inference.encode_batches(run, encoded.ids)
     found = optimize_latent(run, head, objective, z0, encoded.texts, settings, score, True,
-                            keep_trajectory, progress)
+                            keep_trajectory, progress, start_ids=encoded.ids)
     rows = {int(row): result for row, result in zip(encoded.kept, found.results)}
     for row in range(len(starts)):
         if row not in rows:

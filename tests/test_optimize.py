@@ -169,3 +169,31 @@ def test_beam_hypotheses_join_the_candidates_at_each_path_start(run, stub_head):
     assert {p["step"] for p in beams} == {0} and len(beams) == 2 * 2 * 4
     assert {p["decoding"] for p in beams} == {"beam1", "beam2", "beam3", "beam4"}
     assert len(result.trajectory) == 2 * 2 * 3 * 2 + len(beams)
+
+
+def test_keep_decodes_completions_of_the_start_prefix(run, stub_head):
+    """--keep F: every point is also decoded with the first F of the start's tokens forced, the
+    decoder completing them; those decodings begin with the start's own prefix."""
+    from seqvae.data.preparation import encode_texts, ids_to_texts
+    from seqvae.data.vocabulary import EOS_ID
+
+    settings = opt.OptimizeSettings(similarity=0.0, steps=1, restarts=2, samples=2, rounds=1,
+                                    keep=(0.5, 0.8))
+    found = opt.optimize(run, "atoms", HELD_OUT[:3], settings=settings, head=stub_head,
+                         score=heavy_atoms, keep_trajectory=True)
+    names = {p["decoding"] for p in found.trajectory}
+    assert names == {"greedy", "sample1", "sample2", "keep0.5_greedy", "keep0.5_sample1",
+                     "keep0.5_sample2", "keep0.8_greedy", "keep0.8_sample1", "keep0.8_sample2"}
+    z = np.zeros((3, run.config.model.latent_dim), np.float32)
+    ids = encode_texts(run.codec, HELD_OUT[:3]).ids
+    decoded = opt.decode_points(run, z, settings, prefixes=ids)
+    for fraction in (0.5, 0.8):
+        for name in ("greedy", "sample1"):
+            texts = decoded[f"keep{fraction:g}_{name}"]
+            for row, text in enumerate(texts):
+                count = int(np.argmax(ids[row] == EOS_ID))
+                kept = int(np.floor(fraction * count))
+                start_text = ids_to_texts(run.codec, ids[row:row + 1, :kept])[0]
+                assert kept >= 1 and text.startswith(start_text), (text, start_text)
+    with pytest.raises(SeqvaeError, match="--keep"):
+        opt.OptimizeSettings(keep=(1.0,))

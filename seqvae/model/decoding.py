@@ -225,11 +225,45 @@ def decoder_step_fn(decoder, z: tf.Tensor,
     return step, (decoder.latent_projection(z), decoder.initial_states(z))
 
 
+def forced_prefix_step_fn(step_fn: StepFn, state: Any, prefix: tf.Tensor,
+                          lengths: tf.Tensor) -> tuple[StepFn, Any]:
+    """Wraps a step function so that row ``i`` emits ``prefix[i, :lengths[i]]`` first.
+
+    Until a row has emitted its prefix, its logits allow only the prefix's next token (0 for
+    it, -1e9 for the rest), so greedy decoding, sampling and a grammar mask wrapped inside all
+    follow it; from then on the row decodes freely, conditioned on what it was made to emit.
+
+    Args:
+      step_fn, state: the step function to wrap and its state (batch-major, for compaction).
+      prefix: int32 ``(B, P)`` token ids.
+      lengths: int32 ``(B,)`` how many of them each row must emit (0: none; at most P).
+
+    Returns:
+      ``(step_fn, state)``; the state adds each row's step count, prefix and length (all
+      batch-major, so the compacting loop can drop finished rows).
+    """
+    prefix = tf.convert_to_tensor(prefix, tf.int32)
+    lengths = tf.convert_to_tensor(lengths, tf.int32)
+    last = tf.maximum(tf.shape(prefix)[1] - 1, 0)
+
+    def step(tokens, wrapped):
+        inner, t, rows_prefix, rows_length = wrapped
+        logits, inner = step_fn(tokens, inner)
+        target = tf.gather(rows_prefix, tf.minimum(t, last), batch_dims=1)
+        forced = tf.one_hot(target, tf.shape(logits)[1], on_value=0.0, off_value=-1e9,
+                            dtype=logits.dtype)
+        logits = tf.where((t < rows_length)[:, None], forced, logits)
+        return logits, (inner, t + 1, rows_prefix, rows_length)
+
+    return step, (state, tf.zeros_like(lengths), prefix, lengths)
+
+
 def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool = False,
                   temperature: float = 1.0, top_k: int = 0,
                   seed: tf.Tensor | None = None, compact: bool = True,
                   grammar=None, beam_width: int = 0, compiled_mask: bool = False,
-                  every_hypothesis: bool = False) -> tf.Tensor:
+                  every_hypothesis: bool = False, prefix: tf.Tensor | None = None,
+                  prefix_lengths: tf.Tensor | None = None) -> tf.Tensor:
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
@@ -238,6 +272,8 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     ``SmilesGrammar.masked_step_fn``).
     ``beam_width`` > 1: beam search (length-normalised) instead of greedy or sampled decoding;
     ``every_hypothesis``: all of its ``beam_width`` hypotheses, ids ``(B, beam_width, max_len)``.
+    ``prefix`` int32 ``(B, P)``, ``prefix_lengths`` int32 ``(B,)``: each row first emits its
+    prefix's first ``prefix_lengths`` tokens (``forced_prefix_step_fn``), then decodes freely.
     """
     max_len = max_len or model.max_len
     batch_size = tf.shape(z)[0]
@@ -246,6 +282,8 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     if grammar is not None:
         step, state = grammar.masked_step_fn(step, state, batch_size, max_len,
                                              compiled=compiled_mask)
+    if prefix is not None:
+        step, state = forced_prefix_step_fn(step, state, prefix, prefix_lengths)
     if beam_width > 1:
         return beam_search(step, state, batch_size, max_len, beam_width, start_id=start_id,
                            eos_id=EOS_ID, every=every_hypothesis)[0]
