@@ -706,20 +706,20 @@ def build_parser() -> argparse.ArgumentParser:
     # OptimizeSettings's defaults (tests/test_cli_properties.py keeps them equal; importing
     # seqvae.optimize here would load TensorFlow for every command's --help)
     p.add_argument("--steps", type=int, default=5, help="gradient steps per path")
-    p.add_argument("--restarts", type=int, default=4, help="paths per start and round")
+    p.add_argument("--restarts", type=int, default=2, help="paths per start and round")
     p.add_argument("--step-size", type=float, default=0.25)
     p.add_argument("--trust-radius", type=float, default=2.0,
                    help="max distance in z from where a path begins")
-    p.add_argument("--samples", type=int, default=4,
+    p.add_argument("--samples", type=int, default=2,
                    help="sampled decodings per point besides the greedy one")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--beam", type=int, default=0,
                    help="also every hypothesis of a beam search this wide from each path's "
                    "first point (default 0: none)")
-    p.add_argument("--keep", type=parse_fractions, default=(), metavar="F[,F...]",
+    p.add_argument("--keep", type=parse_fractions, default=(0.7,), metavar="F[,F...]",
                    help="also decode every point with these fractions of the start's tokens "
-                   "forced as a prefix, the decoder completing them from z (e.g. 0.5,0.7; "
-                   "default: none)")
+                   "forced as a prefix, the decoder completing them from z (default 0.7; "
+                   "'' for none)")
     p.add_argument("--rounds", type=int, default=3,
                    help="searches; each later one climbs from the best molecules found so far")
     p.add_argument("--elites", type=int, default=2,

@@ -77,7 +77,7 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
         return decode_ids
 
     return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width,
-                         every_hypothesis, compiled_mask, prefixed), build)
+                         every_hypothesis, prefixed, compiled_mask), build)
 
 
 def compiled_encoder(run: Run):

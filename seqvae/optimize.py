@@ -36,22 +36,23 @@ class OptimizeSettings:
     """How the search runs."""
 
     similarity: float = 0.4  # min Tanimoto to the start (Morgan r2, 2048 bits); 0 = unconstrained
-    # Search size: 3 rounds of 4 paths of 5 steps, 4 sampled decodings per point (360 decodings
-    # a start), chosen on the demo run (bench/optimize.md, session 19: on 200 of the 800
-    # lowest-plogp MOSES test molecules at δ 0.4, one round of 8 paths improved them by 1.78 on
-    # average, 72% of them; three rounds of 4 paths 2.22, 77.5%, in 1.5x the time)
+    # Search size: 3 rounds of 2 paths of 5 steps; each point decoded greedily and by 2 samples,
+    # free and with the first 70% of the start's tokens kept (216 decodings a start). Chosen on
+    # the demo run (bench/optimize.md, session 21: on 200 of the 800 lowest-plogp MOSES test
+    # molecules, the free search of 4 paths and 4 samples improved them by 2.18 at δ 0.4 (77%
+    # of them) and 0.54 at δ 0.6 (39%); this one by 2.47 (95.5%) and 1.08 (79%) in 0.6x the time)
     steps: int = 5  # gradient steps per path
-    restarts: int = 4  # paths per start and round: from z0 itself, then z0 moved randomly by
+    restarts: int = 2  # paths per start and round: from z0 itself, then z0 moved randomly by
     # trust_radius / 2; in later rounds split among the elites
     step_size: float = 0.25  # length of each (normalised) gradient step in latent units
     trust_radius: float = 2.0  # every point stays within this distance of where its path began
-    samples: int = 4  # sampled decodings per point, besides the greedy one
+    samples: int = 2  # sampled decodings per point, besides the greedy one
     temperature: float = 1.0  # of the sampled decodings
     beam: int = 0  # > 1: every hypothesis of a beam search this wide from each path's first point
     # Fractions of the start's tokens kept: for each, every point is also decoded (greedy + the
     # sampled ones) with that share of the start's own token sequence forced as a prefix, the
     # decoder completing it from z (edits near the start: the constraint holds more often)
-    keep: tuple[float, ...] = ()
+    keep: tuple[float, ...] = (0.7,)
     rounds: int = 3  # searches, each later one from the best molecules found so far
     elites: int = 2  # molecules per start a later round climbs from (restarts // elites paths each)
     minimize: bool = False  # search for lower values of the objective instead

@@ -54,9 +54,12 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     rows = list(csv.DictReader(open(results)))
     assert len(rows) == 3 and set(rows[0]) >= {"start", "smiles", "start_value", "value", "similarity"}
     assert all(float(r["similarity"]) >= 0.4 for r in rows if r["smiles"])
-    # 3 starts x (1 path, then 1 from each of 2 elites) x 3 points x (greedy + 1 sample)
+    # 3 starts x (1 path, then 1 from each of 2 elites) x 3 points x (greedy + 1 sample), free
+    # and with 70% of the start kept (--keep's default)
     path = list(csv.DictReader(open(tmp_path / "path.csv")))
-    assert len(path) == 3 * 3 * 3 * 2 and {r["round"] for r in path} == {"0", "1"}
+    assert len(path) == 3 * 3 * 3 * 2 * 2 and {r["round"] for r in path} == {"0", "1"}
+    assert {r["decoding"] for r in path} == {"greedy", "sample1", "keep0.7_greedy",
+                                             "keep0.7_sample1"}
     capsys.readouterr()
     assert main(["optimize", run_dir, "--objective", "logp", "--start", HELD_OUT[0], "--steps", "2",
                  "--restarts", "2", "--samples", "0", "--rounds", "1", "--out", str(results)]) == 0
@@ -102,7 +105,7 @@ def test_optimize_cli_defaults_are_the_library_defaults():
     args = build_parser().parse_args(["optimize", "RUN", "--objective", "qed", "--out", "x.csv"])
     defaults = OptimizeSettings()
     for name in ("similarity", "steps", "restarts", "step_size", "trust_radius", "samples",
-                 "temperature", "beam", "rounds", "elites", "seed"):
+                 "temperature", "beam", "rounds", "elites", "keep", "seed"):
         assert getattr(args, name) == getattr(defaults, name), name
 
 

@@ -43,7 +43,7 @@ def test_ascent_paths_climb_and_stay_in_the_trust_region():
 
 def test_stub_objective_improves_and_values_are_rescored(run, stub_head):
     settings = opt.OptimizeSettings(similarity=0.0, steps=4, restarts=2, step_size=0.5,
-                                    trust_radius=3.0, samples=2, rounds=1)
+                                    trust_radius=3.0, samples=2, rounds=1, keep=())
     found = opt.optimize(run, "atoms", HELD_OUT, settings=settings, head=stub_head,
                          score=heavy_atoms, keep_trajectory=True)
     assert [r.start for r in found.results] == HELD_OUT
@@ -68,9 +68,9 @@ def test_later_rounds_climb_from_the_best_molecules_found(run, stub_head):
     """Round 2 starts its paths at the encodings of each start's best molecules of round 1; the
     result is the best over both rounds, and a second round never loses what the first found."""
     one = opt.OptimizeSettings(similarity=0.0, steps=2, restarts=2, samples=2, trust_radius=3.0,
-                               step_size=0.5, rounds=1)
+                               step_size=0.5, rounds=1, keep=())
     two = opt.OptimizeSettings(similarity=0.0, steps=2, restarts=2, samples=2, trust_radius=3.0,
-                               step_size=0.5, rounds=2, elites=2)
+                               step_size=0.5, rounds=2, elites=2, keep=())
     first = opt.optimize(run, "atoms", HELD_OUT, settings=one, head=stub_head, score=heavy_atoms)
     both = opt.optimize(run, "atoms", HELD_OUT, settings=two, head=stub_head, score=heavy_atoms,
                         keep_trajectory=True)
@@ -162,7 +162,7 @@ def test_beam_hypotheses_join_the_candidates_at_each_path_start(run, stub_head):
     assert [len(texts) for texts in found] == [4, 4, 4]
     assert [texts[0] for texts in found] == inference.decode(run, z, beam_width=4)
     settings = opt.OptimizeSettings(similarity=0.0, steps=2, restarts=2, samples=1, beam=4,
-                                    rounds=1)
+                                    rounds=1, keep=())
     result = opt.optimize(run, "atoms", HELD_OUT[:2], settings=settings, head=stub_head,
                           score=heavy_atoms, keep_trajectory=True)
     beams = [p for p in result.trajectory if p["decoding"].startswith("beam")]
