@@ -4,7 +4,8 @@ For each start molecule: encode it (posterior mean ``z0``), climb the head's pre
 objective by normalised gradient steps from ``z0`` and from perturbed restarts, never leaving
 the trust region ``||z - z0|| <= trust_radius`` (of where the path began); decode every point
 of every path under the grammar mask, greedily and by sampling (all points of all starts in
-batched compiled decodes; with ``beam``, also every beam hypothesis from each path's start);
+batched compiled decodes; with ``beam``, also every beam hypothesis from each path's start;
+with ``keep``, also completions of the start's own first tokens from each point's z);
 score every decoded molecule with the real RDKit property (never the predictor) and keep the
 best one, other than the start, whose Tanimoto similarity to the start (Morgan radius 2,
 2048 bits) is at least ``similarity``. With ``rounds > 1`` the search goes on from what it
@@ -195,6 +196,8 @@ def optimize_latent(run: Run, head, objective: str, z0: np.ndarray, starts: Sequ
         predicted = head.predict(flat)[:, index].reshape(paths.shape[:3])
         report(f"round {round_ + 1}/{settings.rounds}: decoding {len(flat)} points x "
                f"{1 + settings.samples} (greedy + sampled)"
+               + (f", each also with {', '.join(f'{f:g}' for f in settings.keep)} of the start "
+                  "kept" if start_ids is not None and settings.keep else "")
                + (f", {len(flat) // paths.shape[2]} x {settings.beam} beam hypotheses"
                   if settings.beam > 1 else ""))
         prefixes = None
