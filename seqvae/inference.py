@@ -37,7 +37,7 @@ def _cached(run: Run, key: tuple, build: Callable):
 
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
                      grammar: bool = True, beam_width: int = 0, compiled_mask: bool = False,
-                     every_hypothesis: bool = False, prefixed: bool = False):
+                     every_hypothesis: bool = False):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
@@ -48,36 +48,29 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     A float32 scalar tensor passed as a third argument replaces ``temperature`` without a new trace (the explorer's slider).
     ``compiled_mask``: the grammar's state machine under XLA (``decoding.sample_from_z``):
     faster a step, at a compile of about a second the first time.
-    ``prefixed``: the function takes ``(z, seed, prefix (B, P), prefix_lengths (B,))`` instead,
-    and each row first emits its prefix's first tokens (``decoding.forced_prefix_step_fn``).
+    Keyword arguments ``prefix`` int32 ``(B, P)`` and ``prefix_lengths`` int32 ``(B,)`` make each
+    row first emit its prefix's first tokens (``decoding.forced_prefix_step_fn``; not with beam
+    search).
     """
     model = run.model
     masked = bool(grammar or run.config.train.grammar_softmax)
 
     def build():
         mask = run.grammar if masked else None
-        if prefixed:
-            @tf.function(reduce_retracing=True, autograph=False)
-            def decode_prefixed(z, seed, prefix, prefix_lengths):
-                return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
-                                              temperature=temperature, top_k=top_k, seed=seed,
-                                              grammar=mask, compiled_mask=compiled_mask,
-                                              prefix=prefix, prefix_lengths=prefix_lengths)
-
-            return decode_prefixed
 
         @tf.function(reduce_retracing=True, autograph=False)
-        def decode_ids(z, seed, temperature=temperature):
+        def decode_ids(z, seed, temperature=temperature, prefix=None, prefix_lengths=None):
             return decoding.sample_from_z(model, z, run.max_len, greedy=greedy,
                                           temperature=temperature, top_k=top_k, seed=seed,
                                           grammar=mask, beam_width=beam_width,
                                           compiled_mask=compiled_mask,
-                                          every_hypothesis=every_hypothesis)
+                                          every_hypothesis=every_hypothesis, prefix=prefix,
+                                          prefix_lengths=prefix_lengths)
 
         return decode_ids
 
     return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width,
-                         every_hypothesis, prefixed, compiled_mask), build)
+                         every_hypothesis, compiled_mask), build)
 
 
 def compiled_encoder(run: Run):
@@ -152,19 +145,17 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
     # Sampling passes its temperature as a tensor: one graph for every temperature (the same
     # ids as a graph with the temperature built in, tested), so a new one does not trace.
     shared = not greedy and not beam_width and temperature > 0
-    shared = shared and not prefixed
     decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k, grammar,
-                                  beam_width, compiled_mask=len(z) >= COMPILED_MASK_MIN,
-                                  prefixed=prefixed)
+                                  beam_width, compiled_mask=len(z) >= COMPILED_MASK_MIN)
     extra = (tf.constant(temperature, tf.float32),) if shared else ()
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
-        if prefixed:
-            extra = (tf.constant(prefix[start:start + batch_size]),
-                     tf.constant(prefix_lengths[start:start + batch_size]))
+        forced = {} if not prefixed else {
+            "prefix": tf.constant(prefix[start:start + batch_size]),
+            "prefix_lengths": tf.constant(prefix_lengths[start:start + batch_size])}
         ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i),
-                         *extra)
+                         *extra, **forced)
         out(ids.numpy())
         done += len(ids)
         if progress is not None:
