@@ -54,6 +54,7 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     """
     model = run.model
     masked = bool(grammar or run.config.train.grammar_softmax)
+    compiled_mask = compiled_mask and masked  # no mask, nothing to compile: one trace, one key
 
     def build():
         mask = run.grammar if masked else None
@@ -225,10 +226,26 @@ def _prior_draw(run: Run, num: int, seed, prior: str) -> np.ndarray:
     return z
 
 
-def _grammar_check(run: Run):
-    """``ids (B, T) -> (B,)`` the first position the grammar rejects (-1: none), compiled."""
-    return _cached(run, ("first_violation",), lambda: tf.function(
-        run.grammar.first_violation, reduce_retracing=True, autograph=False))
+def _grammar_check(run: Run, compiled: bool = False):
+    """``ids (B, T) -> (B,)`` the first position the grammar rejects (-1: none), traced once;
+    ``compiled``: under XLA (10x faster a batch of the demo's, at a compile of about 2 s)."""
+    return _cached(run, ("first_violation", compiled), lambda: tf.function(
+        run.grammar.first_violation, reduce_retracing=True, autograph=False,
+        jit_compile=compiled or None))
+
+
+def _first_violations(run: Run, ids: np.ndarray, batch_size: int, compiled: bool) -> np.ndarray:
+    """``_grammar_check`` over ``ids (N, T)`` in batches -> ``(N,)``; under XLA every batch is
+    padded to ``batch_size`` rows, so that it compiles once."""
+    check = _grammar_check(run, compiled)
+    firsts = []
+    for start in range(0, len(ids), batch_size):
+        batch = ids[start:start + batch_size]
+        rows = len(batch)
+        if compiled and rows < batch_size:
+            batch = np.pad(batch, [(0, batch_size - rows), (0, 0)])
+        firsts.append(check(tf.constant(batch)).numpy()[:rows])
+    return np.concatenate(firsts) if firsts else np.zeros((0,), np.int32)
 
 
 def trace_rejection_sampler(run: Run) -> None:
@@ -275,7 +292,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     """
     if rounds < 1 or run.grammar is None:
         raise SeqvaeError("rejection sampling needs a SMILES run and at least one round")
-    violation = _grammar_check(run)
+    compiled = len(z) >= COMPILED_MASK_MIN  # the check under XLA where its compile pays
     z = np.array(z, np.float32)  # a copy: later rounds replace the rejected rows' z
     texts: list[str | None] = [None] * len(z)
     pending, rejected_first = np.arange(len(z)), None
@@ -288,8 +305,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
                           temperature=temperature, top_k=top_k, seed=round_seed,
                           batch_size=batch_size, grammar=False)
         ids = np.concatenate(ids_list) if ids_list else np.zeros((0, run.max_len), np.int32)
-        bad = np.concatenate([violation(tf.constant(ids[i:i + batch_size])).numpy()
-                              for i in range(0, len(ids), batch_size)] or [[]]) >= 0
+        bad = _first_violations(run, ids, batch_size, compiled) >= 0
         for row, text in zip(pending[~bad], ids_to_texts(run.codec, ids[~bad])):
             texts[row] = text
         if rejected_first is None:

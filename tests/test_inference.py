@@ -62,6 +62,24 @@ def test_rejection_sampling_keeps_only_what_the_grammar_accepts_unmasked(run):
     assert sum(texts[row] != masked[row] for row in np.flatnonzero(~accepted)) > 0
 
 
+def test_the_grammar_check_under_xla_finds_what_the_plain_one_finds(run, monkeypatch):
+    from seqvae.model.decoding import prior_z
+
+    ids = []
+    inference.decode_id_batches(run, prior_z(250, run.config.model.latent_dim, 4).numpy(),
+                                ids.append, greedy=False, seed=4, grammar=False)
+    ids = np.concatenate(ids)
+    plain = inference._first_violations(run, ids, 100, compiled=False)  # batches 100, 100, 50
+    compiled = inference._first_violations(run, ids, 100, compiled=True)  # the 50 padded
+    assert plain.shape == (250,) and (plain >= 0).any() and (plain < 0).any()
+    np.testing.assert_array_equal(compiled, plain)
+    # Rejection sampling of COMPILED_MASK_MIN rows or more checks under XLA: the same texts.
+    small = inference.sample(run, 150, seed=5, rejection=3, batch_size=100)
+    monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 150)
+    assert inference.sample(run, 150, seed=5, rejection=3, batch_size=100) == small
+    assert ("first_violation", True) in {key[1:] for key in run.compiled}
+
+
 def test_rejection_sampling_is_moot_without_a_choice_and_refused_without_the_grammar(run):
     import pytest
 

@@ -452,18 +452,26 @@ class SmilesGrammar:
 
     def first_violation(self, ids: tf.Tensor) -> tf.Tensor:
         """For token ids ``(B, T)`` (<eos> then <pad> after each sequence): the first position
-        whose token the mask forbids, or -1 where every token is allowed -> int32 ``(B,)``."""
+        whose token the mask forbids, or -1 where every token is allowed -> int32 ``(B,)``.
+
+        A ``tf.while_loop`` over the positions, as the samplers step (an unrolled Python loop
+        made a graph of some 20,000 ops for the demo's ``max_len``: 15 s to trace and slow to
+        run; the rejection sampler and the exported ``sample`` call this on every batch)."""
         ids = tf.cast(ids, tf.int32)
         batch, length = tf.shape(ids)[0], ids.shape[1] or tf.shape(ids)[1]
-        state = self.initial_state(batch)
-        first = tf.fill([batch], -1)
-        tokens = tf.fill([batch], BOS_ID)
-        for t in range(int(length)):
+        by_time = tf.transpose(ids)  # (T, B)
+
+        def body(t, state, tokens, first):
             state = self.update(state, tokens)
-            tokens = ids[:, t]
+            tokens = by_time[t]
             ok = tf.gather(self.allowed(state, length), tokens, batch_dims=1)
             ok = ok | tf.equal(state["prev"], END)
-            first = tf.where((first < 0) & ~ok, t, first)
+            return t + 1, state, tokens, tf.where((first < 0) & ~ok, t, first)
+
+        _, _, _, first = tf.while_loop(
+            lambda t, *_: t < length, body,
+            (tf.constant(0), self.initial_state(batch), tf.fill([batch], BOS_ID),
+             tf.fill([batch], -1)))
         return first
 
 
