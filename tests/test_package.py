@@ -49,3 +49,32 @@ def test_import_keeps_freed_heap_memory_unless_turned_off():
     assert _faults_reallocating({}) < 100
     assert _faults_reallocating({"SEQVAE_MALLOPT": "0"}) > 900
     assert _faults_reallocating({"MALLOC_ARENA_MAX": "4"}) > 900  # glibc's own settings: left alone
+
+
+def _intra_op_threads_after_import(environment: dict, cpus: int | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TF_NUM_INTRAOP_THREADS"}
+    env.update(environment, PYTHONPATH=REPO)
+    pin = f"os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:{cpus}]); " if cpus else ""
+    code = (f"import os, sys; {pin}import seqvae; assert 'tensorflow' not in sys.modules; "
+            "print(os.environ.get('TF_NUM_INTRAOP_THREADS'))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True)
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity (Linux)")
+def test_import_runs_each_op_on_one_thread_on_two_cores_unless_the_user_chose():
+    assert _intra_op_threads_after_import({}, cpus=1) == "1"
+    assert _intra_op_threads_after_import({"TF_NUM_INTRAOP_THREADS": "2"}, cpus=1) == "2"
+
+
+def test_more_than_two_cores_keep_tensorflows_thread_pool(monkeypatch):
+    import seqvae
+
+    monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+    monkeypatch.setattr(seqvae._os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    seqvae._one_thread_per_op()
+    assert "TF_NUM_INTRAOP_THREADS" not in os.environ
+    monkeypatch.setattr(seqvae._os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    seqvae._one_thread_per_op()
+    assert os.environ["TF_NUM_INTRAOP_THREADS"] == "1"
