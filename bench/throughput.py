@@ -164,6 +164,18 @@ class SeqvaeWorker:
         return {"seconds": seconds, "num": num, "mean_length": float(length.mean()),
                 "longest": int(length.max())}
 
+
+
+class PeakWorker:
+    """Measures the machine's matmul peak with TensorFlow's thread pool on every core (its worker
+    is started with ``TF_NUM_INTRAOP_THREADS`` = the cores: importing seqvae sets one thread per
+    op on two cores, which would halve a single matmul's rate)."""
+
+    def __init__(self):
+        import tensorflow as tf
+
+        self.tf = tf
+
     def matmul_peak(self, repeats: int) -> dict:
         """Best GFLOP/s of a square matmul in float32 and bfloat16 (the machine's matmul peak)."""
         tf = self.tf
@@ -332,6 +344,10 @@ def worker_main(kind: str, spec_path: str) -> None:
         name = command.pop("cmd")
         try:
             if name == "setup":
+                if kind == "peak":
+                    worker = PeakWorker()
+                    replies.write(json.dumps({}) + "\n")
+                    continue
                 worker = (MosesWorker(spec) if kind == "moses" else
                           SeqvaeWorker(spec, "mixed_bfloat16" if kind == "seqvae_bf16" else "float32"))
                 reply = worker.info()
@@ -491,6 +507,10 @@ def run(args) -> None:
         workers[label] = worker
         print(f"bench: {label} ready, first step after {setup[label]['first_step_s']:.1f} s",
               file=sys.stderr)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    peak_worker = Worker("matmul peak", "peak", spec_path, folder,
+                         {"TF_NUM_INTRAOP_THREADS": str(cores or 1)})
+    peak_worker.call("setup")
     timed_first = args.warmup
     for label, worker in workers.items():  # remaining warm-up steps, untimed
         if args.warmup > 1:
@@ -512,12 +532,13 @@ def run(args) -> None:
             print(f"bench: round {r + 1}/{args.rounds} {label}: "
                   f"{out['molecules'] / out['seconds']:.1f} mol/s", file=sys.stderr)
             if label == "seqvae fp32":
-                peaks.append(worker.call("matmul_peak", repeats=3))
+                peaks.append(peak_worker.call("matmul_peak", repeats=3))
         if r < args.sample_rounds:
             for label, worker in workers.items():
                 if label != "seqvae bf16":
                     sample[label].append(worker.call("sample", num=args.samples, seed=r + 1))
     memory = {label: worker.close()["max_rss_mib"] for label, worker in workers.items()}
+    peak_worker.close()
     facts["load"] = (load_at_start, os.getloadavg()[0])
     shutil.rmtree(folder)  # kept when a worker fails: its log is named in the message
     report(args, facts, setup, train, sample, peaks, memory)
