@@ -552,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampling temperatures to score (default: 1.0 0.7)")
     p.add_argument("--time-budget", type=parse_duration,
                    help="stop training after this long (default: none; the demo trains 2,000 "
-                   "steps, 15 to 30 minutes on 2 CPU cores)")
+                   "steps, 10 to 30 minutes on 2 CPU cores)")
     _add_grammar_option(p)
     p.add_argument("--resume", action="store_true")
 

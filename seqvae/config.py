@@ -414,7 +414,7 @@ def _cpu_config() -> Config:
 
 def demo_config() -> Config:
     """The README's main job: a small SMILES VAE with the latent recipe, 2,000 steps of 128 on
-    320k MOSES molecules (a fixed length, so every machine trains the same model; 15 to 30
+    320k MOSES molecules (a fixed length, so every machine trains the same model; 10 to 30
     minutes on 2 CPU cores). Three settings differ from ``_cpu_config``, all chosen on the
     demo's budget (``bench/latent_ablation.md``): Adam peaks at 5e-3 (at 1e-3 the decoder barely
     learned to read z in 2,000 steps); beta is 0.1 per molecule, not 0.3 (greedy reconstruction
