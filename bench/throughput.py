@@ -33,6 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any TensorFlow impo
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from seqvae.config import Config, ModelConfig, TrainConfig  # noqa: E402
+from seqvae import parallel  # noqa: E402
 from seqvae.data import batching
 from seqvae.data.vocabulary import Vocabulary  # noqa: E402
 
@@ -163,7 +164,6 @@ class SeqvaeWorker:
         length = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), ids.shape[1])
         return {"seconds": seconds, "num": num, "mean_length": float(length.mean()),
                 "longest": int(length.max())}
-
 
 
 class PeakWorker:
@@ -343,11 +343,9 @@ def worker_main(kind: str, spec_path: str) -> None:
         command = json.loads(line)
         name = command.pop("cmd")
         try:
-            if name == "setup":
-                if kind == "peak":
-                    worker = PeakWorker()
-                    replies.write(json.dumps({}) + "\n")
-                    continue
+            if name == "setup" and kind == "peak":
+                worker, reply = PeakWorker(), {}
+            elif name == "setup":
                 worker = (MosesWorker(spec) if kind == "moses" else
                           SeqvaeWorker(spec, "mixed_bfloat16" if kind == "seqvae_bf16" else "float32"))
                 reply = worker.info()
@@ -507,9 +505,8 @@ def run(args) -> None:
         workers[label] = worker
         print(f"bench: {label} ready, first step after {setup[label]['first_step_s']:.1f} s",
               file=sys.stderr)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     peak_worker = Worker("matmul peak", "peak", spec_path, folder,
-                         {"TF_NUM_INTRAOP_THREADS": str(cores or 1)})
+                         {"TF_NUM_INTRAOP_THREADS": str(parallel.worker_count())})
     peak_worker.call("setup")
     timed_first = args.warmup
     for label, worker in workers.items():  # remaining warm-up steps, untimed

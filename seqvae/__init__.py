@@ -71,13 +71,9 @@ def _one_thread_per_op() -> None:
     RDKit (``bench/kernel_time.py``; ``bench/README.md``). Measured on that CPU only. A value the
     user sets is left alone (``TF_NUM_INTRAOP_THREADS=2`` restores TensorFlow's default there).
     """
-    if "TF_NUM_INTRAOP_THREADS" in _os.environ:
-        return
-    try:
-        cpus = len(_os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = _os.cpu_count() or 1
-    if cpus <= 2:
+    from seqvae.parallel import worker_count  # os only: TensorFlow is not imported yet
+
+    if "TF_NUM_INTRAOP_THREADS" not in _os.environ and worker_count() <= 2:
         _os.environ["TF_NUM_INTRAOP_THREADS"] = "1"
 
 
