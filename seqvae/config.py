@@ -134,6 +134,9 @@ class TrainConfig:
     kl_cycles: int = 4  # cyclical: number of cycles
     free_bits: float = 0.0  # nats per latent dimension not penalised (0 = off)
     word_dropout: float = 0.0  # teacher forcing: prob. of replacing a decoder input by <unk>
+    scheduled_sampling: float = 0.0  # teacher forcing: prob., reached at the end of the run
+    #   (linear from 0), of replacing a decoder input by the model's own draw at the step before
+    #   (Bengio et al. 2015, in two passes: Duckworth et al. 2019); 0 = off
     grammar_softmax: bool = False  # SMILES runs (no effect on others): the decoder's softmax is
     #   over the tokens the grammar mask allows after each prefix (trained as it samples)
     property_weight: float = 0.5  # weight of the property head's MSE against the per-token
@@ -162,6 +165,8 @@ class TrainConfig:
             raise SeqvaeError("train.batch_size must be >= 1 and train.learning_rate > 0")
         if not 0.0 <= self.word_dropout < 1.0:
             raise SeqvaeError("train.word_dropout must be in [0, 1)")
+        if not 0.0 <= self.scheduled_sampling <= 1.0:
+            raise SeqvaeError("train.scheduled_sampling must be in [0, 1]")
         # The loop divides by these (step % log_every, run length / kl_cycles, ...).
         for name in ("log_every", "checkpoint_every", "keep_checkpoints", "kl_cycles", "lr_decay_steps",
                      "max_nonfinite_steps"):

@@ -140,6 +140,36 @@ def word_dropout(inputs: tf.Tensor, rate: float, seed: tf.Tensor, unk_id: int = 
     return tf.where(drop, tf.cast(unk_id, inputs.dtype), inputs)
 
 
+def own_sample_inputs(inputs: tf.Tensor, logits: tf.Tensor, rate, seed: tf.Tensor,
+                      keep_ids: tuple[int, ...] = (PAD_ID, BOS_ID)) -> tf.Tensor:
+    """Scheduled sampling's inputs: each decoder input is, with probability ``rate``, replaced by
+    a token drawn from the model's own distribution at the step before.
+
+    Input ``t >= 1`` is the true token ``t - 1``; its replacement is a draw (temperature 1,
+    Gumbel-max) from ``softmax(logits[:, t - 1])``, the prediction of that token made with the
+    true inputs. Padding and ``<bos>`` are never replaced. The draw is an integer: no gradient
+    flows through it. Stateless: the same ``seed`` gives the same inputs.
+
+    Args:
+      inputs: int ``(B, T)`` decoder input ids (``<bos>``, x_0 .. x_{T-2}).
+      logits: float ``(B, T, V)`` the teacher-forced decoder's logits for these inputs.
+      rate: replacement probability, a float or a scalar tensor.
+      seed: int ``(2,)`` stateless seed.
+
+    Returns:
+      int ``(B, T)``.
+    """
+    shape = tf.shape(inputs)
+    previous = tf.reshape(logits[:, :-1], [-1, tf.shape(logits)[-1]])  # (B (T-1), V)
+    drawn = randomness.categorical(tf.stop_gradient(previous), randomness.fold_in(seed, 0))
+    drawn = tf.concat([inputs[:, :1], tf.reshape(tf.cast(drawn, inputs.dtype),
+                                                 [shape[0], shape[1] - 1])], axis=1)
+    replace = randomness.uniform(shape, randomness.fold_in(seed, 1)) < rate
+    for keep in keep_ids:
+        replace = replace & tf.not_equal(inputs, keep)
+    return tf.where(replace, drawn, inputs)
+
+
 def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: TrainConfig,
                    total_steps: int, training: bool = True,
                    shard: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
@@ -186,6 +216,14 @@ def compute_losses(model: SequenceVAE, ids: tf.Tensor, step: tf.Tensor, config: 
     out = model(ids, training=training, seed=seed, decoder_inputs=decoder_inputs,
                 z_noise=noise[offset:offset + rows])
     logits = out["logits"]
+    if (training and config.scheduled_sampling > 0
+            and model.config.decoder_input == "teacher_forcing"):
+        # Second pass on the same z with some inputs drawn from the first pass's predictions;
+        # only this pass is differentiated (the draws are integers).
+        rate = schedules.own_sample_rate(step, config, total_steps)
+        decoder_inputs = own_sample_inputs(decoder_inputs, logits, rate, randomness.fold_in(seed, 3))
+        logits = model.decoder(out["z"], decoder_inputs, training=training,
+                               seed=randomness.fold_in(seed, 1))
     if grammar is not None:
         logits = constrained_logits(logits, grammar.teacher_forced_masks(ids, max_len))
     recon_sum = tf.reduce_sum(sequence_cross_entropy(ids, logits))

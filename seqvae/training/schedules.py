@@ -47,6 +47,22 @@ def kl_weight(step, config: TrainConfig, total_steps=0):
     return tf.where(progress >= 1.0, end, start + (end - start) * sig)
 
 
+def own_sample_rate(step, config: TrainConfig, total_steps=0):
+    """Scheduled sampling's rate at an optimizer step: the probability that a decoder input is
+    the model's own draw instead of the true token (``train.scheduled_sampling``).
+
+    It rises on a straight line from 0 at step 0 to ``scheduled_sampling`` at ``total_steps``
+    (the planned run, an int or a tensor that a time-bounded run re-plans), so training starts
+    fully teacher-forced and ends nearest free running (Bengio et al. 2015 decay the
+    teacher-forcing probability the same way); ``scheduled_sampling`` throughout if the run's
+    length is unknown.
+    """
+    step = tf.cast(step, tf.float32)
+    total = tf.cast(total_steps, tf.float32)
+    progress = tf.where(total > 0, tf.clip_by_value(step / tf.maximum(total, 1.0), 0.0, 1.0), 1.0)
+    return config.scheduled_sampling * progress
+
+
 def learning_rate(step, config: TrainConfig, total_steps=0):
     """Learning rate at an optimizer step: linear warm-up, then the configured decay.
 

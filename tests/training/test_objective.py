@@ -132,3 +132,48 @@ def test_word_dropout_is_deterministic_per_seed():
 def test_word_dropout_rate_zero_is_identity():
     inputs = tf.constant(INPUTS)
     assert objective.word_dropout(inputs, 0.0, tf.constant([0, 0])) is inputs
+
+
+def _peaked_logits(tokens: np.ndarray, vocab: int = 13) -> tf.Tensor:
+    """Logits ``(B, T, V)`` that put all the probability on ``tokens (B, T)``."""
+    return tf.constant(np.eye(vocab, dtype=np.float32)[tokens] * 100.0)
+
+
+def test_own_sample_inputs_reads_the_prediction_of_the_step_before():
+    predicted = (INPUTS + 3) % 13  # what the model "predicts" at each step: never the truth
+    out = objective.own_sample_inputs(tf.constant(INPUTS), _peaked_logits(predicted), 1.0,
+                                      tf.constant([5, 6])).numpy()
+    keep = (INPUTS == 0) | (INPUTS == 1)
+    np.testing.assert_array_equal(out[keep], INPUTS[keep])
+    # input t (t >= 1) is replaced by the draw from step t - 1's distribution
+    np.testing.assert_array_equal(out[:, 1:][~keep[:, 1:]], predicted[:, :-1][~keep[:, 1:]])
+
+
+def test_own_sample_inputs_rate_seed_and_xla():
+    inputs = np.tile(INPUTS, (60, 1))
+    logits = _peaked_logits((inputs + 3) % 13)
+    first = objective.own_sample_inputs(tf.constant(inputs), logits, 0.25, tf.constant([1, 2])).numpy()
+    again = objective.own_sample_inputs(tf.constant(inputs), logits, 0.25, tf.constant([1, 2])).numpy()
+    other = objective.own_sample_inputs(tf.constant(inputs), logits, 0.25, tf.constant([1, 3])).numpy()
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+    replaceable = inputs > 1
+    assert 0.18 < (first != inputs)[replaceable].mean() < 0.32
+    assert np.all(first[~replaceable] == inputs[~replaceable])
+    compiled = tf.function(lambda x, l, s: objective.own_sample_inputs(x, l, 0.25, s),
+                           jit_compile=True)
+    np.testing.assert_array_equal(compiled(tf.constant(inputs), logits, tf.constant([1, 2])), first)
+    zero = objective.own_sample_inputs(tf.constant(inputs), logits, 0.0, tf.constant([1, 2]))
+    np.testing.assert_array_equal(zero.numpy(), inputs)
+
+
+def test_own_sample_inputs_draw_from_the_distribution():
+    """Uniform logits over two tokens: each is drawn about half the time."""
+    inputs = np.full((400, 6), 4, np.int32)
+    inputs[:, 0] = 1
+    logits = np.full((400, 6, 13), -1e9, np.float32)
+    logits[..., 7] = logits[..., 8] = 0.0
+    out = objective.own_sample_inputs(tf.constant(inputs), tf.constant(logits), 1.0,
+                                      tf.constant([0, 9])).numpy()[:, 1:]
+    assert set(np.unique(out)) == {7, 8}
+    assert 0.45 < (out == 7).mean() < 0.55

@@ -88,3 +88,13 @@ def test_cosine_ends_decayed_at_the_planned_length():
     assert float(schedules.learning_rate(200, config, planned)) == pytest.approx(5.5e-4)
     assert float(schedules.learning_rate(400, config, planned)) == pytest.approx(1e-4)
     assert float(schedules.learning_rate(7, config, 0)) == pytest.approx(1e-3)  # length unknown
+
+
+@pytest.mark.parametrize("step, total, expected", [(0, 100, 0.0), (50, 100, 0.2), (100, 100, 0.4),
+                                                   (300, 100, 0.4), (7, 0, 0.4)])
+def test_own_sample_rate_rises_over_the_run(step, total, expected):
+    config = TrainConfig(scheduled_sampling=0.4)
+    assert float(schedules.own_sample_rate(step, config, total)) == pytest.approx(expected)
+    planned = tf.Variable(total, dtype=tf.int64)  # a re-planned run: a tensor
+    assert float(tf.function(schedules.own_sample_rate)(step, config, planned)) == pytest.approx(
+        expected)
