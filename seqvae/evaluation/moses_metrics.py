@@ -502,7 +502,9 @@ def passes_filters(smiles: str | Mol) -> bool:
     if any(atom.GetSymbol() not in ALLOWED_FILTER_ATOMS for atom in mol.GetAtoms()):
         return False
     with_hydrogens = Chem.AddHs(mol)
-    if any(with_hydrogens.HasSubstructMatch(pattern) for pattern in _filter_patterns()):
+    patterns = _filter_patterns()
+    if any(with_hydrogens.HasSubstructMatch(patterns[i])
+           for i in _filter_candidates(with_hydrogens)):
         return False
     smiles = Chem.MolToSmiles(mol, isomericSmiles=False)
     return bool(smiles) and Chem.MolFromSmiles(smiles) is not None
@@ -710,6 +712,33 @@ def _filter_patterns() -> list:
             smarts += [row[0].strip() for row in csv.reader(f) if row]
         _FILTERS.extend(p for p in map(Chem.MolFromSmarts, smarts) if p is not None)
     return _FILTERS
+
+
+def _packed_pattern_fingerprint(mol: Mol) -> np.ndarray:
+    """RDKit's pattern fingerprint (2,048 bits, made for substructure screening) as ``(32,)``
+    uint64 words."""
+    from rdkit import Chem, DataStructs
+
+    bits = np.zeros(2048, np.uint8)
+    DataStructs.ConvertToNumpyArray(Chem.PatternFingerprint(mol, fpSize=2048), bits)
+    return np.packbits(bits).view(np.uint64)
+
+
+@functools.lru_cache(maxsize=1)
+def _filter_fingerprints() -> np.ndarray:
+    """``(P, 32)`` uint64: the pattern fingerprint of each filter SMARTS."""
+    return np.stack([_packed_pattern_fingerprint(p) for p in _filter_patterns()])
+
+
+def _filter_candidates(mol: Mol) -> np.ndarray:
+    """Indices of the filter patterns that ``mol`` can contain: every bit of a pattern's pattern
+    fingerprint is set in a molecule that contains it (RDKit's substructure screen, the one its
+    ``SubstructLibrary`` uses), so only these need ``HasSubstructMatch``: about 25 of the 502 on
+    MOSES-like molecules, the same verdicts about 4x faster (``bench/filter_screen.py`` checks
+    them on MOSES's test sets)."""
+    patterns = _filter_fingerprints()
+    words = _packed_pattern_fingerprint(mol)
+    return np.flatnonzero(((patterns & words) == patterns).all(axis=1))
 
 
 _DEFAULT_REFERENCES: dict = {}

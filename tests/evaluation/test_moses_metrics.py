@@ -406,3 +406,44 @@ def test_a_script_without_a_main_guard_still_gets_its_metrics(tmp_path):
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["1.0", "1.0"]
+
+
+@needs_molsets
+def test_filter_screen_keeps_every_pattern_that_matches():
+    """The pattern-fingerprint screen only skips patterns a molecule cannot contain: on the
+    agreement fixture's generated and test molecules (and the alerts above) every pattern that
+    HasSubstructMatch finds is among the candidates, and most patterns are screened out."""
+    import json
+    import os
+
+    from rdkit import Chem
+
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "moses_reference.json")
+    with open(path) as file:
+        inputs = json.load(file)["inputs"]
+    alerts = [  # the alerts above, and demo samples that each hit other MCF/PAINS patterns
+        "S=C1SC(=Cc2ccccc2)C(=O)N1", "O=C1C=CC(=O)C=C1", "C=CC#N", "CCCl",
+        "CC1=C(Cl)C2=C(C=C1SCCNN(CCO)CCCO)C2", "C#CC(NC(=O)C1=CN=C2C(C)=NO2)=C1C(N)=O",
+        "OC(CC1=CC(Cl)=NC=C1)C1=CC=CC=C1Cl", "NCN1C(=O)CC(NC2=CC3=C(CCC3)S2)CCN1",
+        "C1=C(N)C=CC(NC(=O)C2=NNC(=O)C2=O)=C1", "N=CCSC1=NC=C(Cl)C=C1NS(=O)(=O)C1=CC=CO1",
+        "ClCC(=O)NC1CCC(CCNC2=CC=CC=C2)C1", "CCOC(=O)CNC1=CC2=C(C=C1)OCCS2(=O)=O",
+        "C1=C(C)SC(SCC2CC(C(=O)NCCOC(C)C)N2)=N1", "CNC(=O)NC(NC=C)=CS1=CSC(NC(=O)CC)=CS1",
+        "C1=CCN=C1NC(=O)C(C)CS1=CC=NC=C1C(N)=O", "OC(O)C1=CSC(N2C3=NC=CC=C3N2)C1(O)C1CC1",
+        "CCOC1=CC=C(CC2=NC(O)=NC(O)=C2)C(=O)C1=O", "OC1=CC=CC=C1C1NC(NCCO)=CC(Cl)=C1O",
+        "O=CNC1=NC(CC2=C(Br)C=C(F)C=C2)=C(SC)N1", "NCOCCN1C=NN=C1C(=O)OC1=CC(O)=C(Cl)C1=O",
+        "O=C1N(C(=O)NC(CO)CCC)C1C1=CC=C(Cl)C=C1", "CN(C1=CC=CS1)C1=CN(CC(=O)OC)C=CC(F)=C1",
+        "O=S(=O)(C1=CC=CC(OCCN2C3CCCO3)=C2N)C=C1", "CN(C)C1=CC(C)=C(NC(=O)C2=CC=CO2)C=C1",
+        "OC1CN(C2=C(Cl)C=CC=C2S1)NNC(=O)N1CCCC1", "COC1=CC(NC(C)CC=CNC(=O)C=C)=C(F)C=C1Br",
+        "C=C(C)C1=CC=CS1C(=O)N1CCOCC1", "OC1=C(N2C=CN=C2C)SC=C1NC1=C(F)C=CC=C1"]
+    mols = [m for m in map(chemistry.to_mol, inputs["gen"] + inputs["test"] + alerts) if m is not None]
+    patterns = moses_metrics._filter_patterns()
+    hits, candidates = 0, 0
+    for mol in mols:
+        with_hydrogens = Chem.AddHs(mol)
+        matching = {i for i, p in enumerate(patterns) if with_hydrogens.HasSubstructMatch(p)}
+        screened = set(moses_metrics._filter_candidates(with_hydrogens).tolist())
+        assert matching <= screened, Chem.MolToSmiles(mol)
+        hits += len(matching)
+        candidates += len(screened)
+    assert len(mols) > 250 and hits >= 35
+    assert candidates < 0.2 * len(mols) * len(patterns)
