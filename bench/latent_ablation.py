@@ -178,8 +178,9 @@ def train_recipe(name: str, overrides: list[str], steps: int, out: str) -> str:
     return run_dir
 
 
-def fcd_or_none(valid: list[str], test: list[str]) -> float | None:
-    """FCD of ``valid`` against ``test``; None without the optional fcd extra."""
+def fcd_or_none(valid: list[str], test) -> float | None:
+    """FCD of ``valid`` against ``test`` (SMILES, or ``ReferenceStats``); None without the
+    optional fcd extra."""
     from seqvae.evaluation import moses_metrics
 
     try:
@@ -188,7 +189,7 @@ def fcd_or_none(valid: list[str], test: list[str]) -> float | None:
         return None
 
 
-def sample_measures(samples: list[str], train_set: set[str], test: list[str]) -> dict:
+def sample_measures(samples: list[str], train_set: set[str], test) -> dict:
     """Prior samples' ``valid`` fraction, and of the valid ones ``unique`` (@10k), ``novelty``
     against ``train_set`` and ``fcd`` against ``test`` (None without the fcd extra)."""
     from seqvae.data.chemistry import remove_invalid
