@@ -5,9 +5,9 @@
 A VAE trained with a small KL weight (a latent that carries the molecule) leaves "holes" in
 N(0, I) that no training molecule encodes to; Ghosh et al. 2020 sample instead from a density
 fitted to the encodings after training. For the standard prior and for a prior of each number
-of components (``seqvae fit-prior --components K`` on the first 50,000 MOSES training
+of components (``seqvae fit-prior --components K`` on 50,000 MOSES training
 molecules), draws the same 10,000 samples' noise at T = 1.0 and prints validity, unique@10k,
-novelty and FCD against the first 10,000 MOSES test molecules (the latent ablation's measures),
+novelty and FCD against 10,000 MOSES test molecules drawn at random (`--full-test`: all of them),
 and the fit's time. Leaves the last fitted prior in the run directory.
 """
 
@@ -33,9 +33,10 @@ def main() -> int:
                         help="also the aggregate-posterior and greedy-reconstruction rows")
     parser.add_argument("--full-test", action="store_true",
                         help="FCD against all of MOSES test (evaluate's scale; its cached "
-                        "statistics) instead of its first 10,000 molecules")
+                        "statistics) instead of 10,000 of its molecules drawn at random")
     args = parser.parse_args()
 
+    import numpy as np
     from latent_ablation import sample_measures  # bench/ is first on sys.path as a script
 
     from seqvae import inference
@@ -43,7 +44,10 @@ def main() -> int:
     from seqvae.training import load_run
 
     run = load_run(args.run_dir)
+    # MOSES's split files are not shuffled (bench/fcd_reference.py): every set of molecules
+    # here is drawn at random
     test = read_sequences("moses:test").texts
+    test = [test[i] for i in np.random.default_rng(args.seed).permutation(len(test))]
     reference = test[:10_000]
     if args.full_test:
         from seqvae.evaluation.moses_metrics import moses_reference
@@ -76,10 +80,11 @@ def main() -> int:
 
 def bound_rows(run, args, train: list[str], train_set: set[str], test: list[str],
                reference) -> list[dict]:
-    """The ``--bounds`` rows: T = 1.0 decodings of ``z ~ q(z | x)`` for held-out training
-    molecules (from line 200,000 of MOSES train, past any fit), and greedy decodings of the
-    posterior means of test molecules 10,000 on (the FCD reference is the first 10,000; with
-    ``--full-test`` it is all of test, which then holds the reconstructed molecules too)."""
+    """The ``--bounds`` rows: T = 1.0 decodings of ``z ~ q(z | x)`` for training molecules the
+    run did not train on, drawn at random, and greedy decodings of the posterior means of test
+    molecules (``test`` is shuffled: its first 10,000 are the FCD reference, the next ones are
+    decoded; with ``--full-test`` the reference is all of test, which then holds the
+    reconstructed molecules too)."""
     import numpy as np
 
     from latent_ablation import sample_measures
@@ -88,7 +93,11 @@ def bound_rows(run, args, train: list[str], train_set: set[str], test: list[str]
     from seqvae.model.decoding import prior_z
 
     rows = []
-    for name, source, greedy in (("aggregate posterior, T = 1.0", train[200_000:], False),
+    unseen = unseen_rows(run, len(train))
+    picked = np.random.default_rng(args.seed).choice(unseen, args.samples + args.samples // 5,
+                                                     replace=False)
+    held_out = [train[i] for i in picked]
+    for name, source, greedy in (("aggregate posterior, T = 1.0", held_out, False),
                                  ("greedy reconstructions", test[10_000:], True)):
         started = time.monotonic()
         ids = inference.encode_ids(run, source[:args.samples + args.samples // 5], skip=True).ids
@@ -101,6 +110,28 @@ def bound_rows(run, args, train: list[str], train_set: set[str], test: list[str]
         rows.append({k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in row.items()})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
+
+
+def unseen_rows(run, size: int):
+    """Rows of MOSES train (0-based) outside the run's training data: past its first
+    ``data.limit`` lines, or outside its draw of ``data.subset=random`` (the same draw
+    ``prepare_data`` makes)."""
+    import numpy as np
+
+    from seqvae.data.sources import Sequences, random_subset
+
+    data = run.config.data
+    if not data.limit:
+        raise SystemExit("the run trained on all of MOSES train: no held-out training molecules")
+    if data.subset == "random":
+        rows = list(range(size))
+        seen = random_subset(Sequences([""] * size, rows, "moses:train"), data.limit,
+                             run.config.train.seed).line_numbers
+    else:
+        seen = range(data.limit)
+    mask = np.ones(size, bool)
+    mask[np.asarray(seen)] = False
+    return np.flatnonzero(mask)
 
 
 if __name__ == "__main__":

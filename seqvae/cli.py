@@ -485,7 +485,8 @@ def _add_config_options(p, with_stop: bool = True) -> None:
         p.add_argument("--epochs", type=int)
         p.add_argument("--max-steps", type=int)
         p.add_argument("--time-budget", type=parse_duration, help="e.g. 15m, 900s, 1h")
-        p.add_argument("--limit", type=int, help="use only the first N sequences")
+        p.add_argument("--limit", type=int, help="use only N sequences: the first N, or N drawn "
+                       "at random with --set data.subset=random (the demo preset's choice)")
         p.add_argument("--seed", type=int)
 
 
@@ -575,7 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("data", nargs="?", help="sequences to encode (default: the run's training "
                    "source)")
-    p.add_argument("--limit", type=int, default=50_000, help="first N sequences (0: all)")
+    p.add_argument("--limit", type=int, default=50_000,
+                   help="N sequences drawn at random (0: all)")
     p.add_argument("--components", type=int, default=1,
                    help="Gaussians in the mixture (1: the moment-matched Gaussian; Ghosh et al. "
                    "2020 fit 10), fitted by EM")

@@ -23,6 +23,7 @@ KL_SCHEDULES = ("constant", "linear", "sigmoid", "cyclical")
 KL_REDUCTIONS = ("per_token", "per_molecule")
 LR_SCHEDULES = ("constant", "cosine", "exponential")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "auto")
+SUBSETS = ("first", "random")
 # ``seqvae evaluate``'s model-dependent parts by default: test molecules in the reconstruction
 # protocol (10 encodings x 10 decodings each) and test sequences in vae_quality, sized to about a
 # minute on 2 CPU cores for a demo-size model; their standard errors are reported beside them.
@@ -79,7 +80,9 @@ class DataConfig:
     tokenizer: str = "smiles"  # smiles | selfies | char | word (one-hot .npy data uses class ids)
     column: str = "SMILES"  # column read from .csv/.tsv files
     max_len: int = 0  # longest sequence in tokens incl. <eos>; 0 = derive from the training data
-    limit: int = 0  # use only the first N sequences (0 = all)
+    limit: int = 0  # use only N sequences (0 = all): the first N, or N drawn at random (subset)
+    subset: str = "first"  # first | random: which data.limit sequences (random: a draw seeded by
+    #   train.seed, kept in file order; for files in some order, MOSES's among them)
     validation_fraction: float = 0.05  # held out for the per-epoch validation pass
     bucket: bool = True  # length-bucketed batches (sequences of similar length batched together)
     bucket_width: int = 0  # pad batches to a multiple of this; 0 = auto (Config.bucket_width)
@@ -91,6 +94,7 @@ class DataConfig:
     #   "col:pIC50" (seqvae.data.properties); "" = none (fit one later: seqvae fit-properties)
 
     def __post_init__(self) -> None:
+        _check_choice("data.subset", self.subset, SUBSETS)
         if not 0.0 <= self.validation_fraction < 1.0:
             raise SeqvaeError("data.validation_fraction must be in [0, 1)")
         if self.properties:
@@ -408,7 +412,7 @@ def _cpu_config() -> Config:
     return with_latent_recipe(Config(
         model=ModelConfig(encoder="gru", encoder_units=256, latent_dim=64, decoder_units=384,
                           decoder_layers=2, z_conditioning="both"),
-        data=DataConfig(tokenizer="smiles", limit=320_000),
+        data=DataConfig(tokenizer="smiles", limit=320_000, subset="random"),
         train=TrainConfig(batch_size=128, epochs=1, max_steps=2000, learning_rate=3e-3,
                           warmup_steps=100,
                           lr_schedule="cosine", lr_min=1e-4, kl_schedule="linear",

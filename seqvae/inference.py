@@ -335,9 +335,12 @@ def _derived_seed(seed: int, salt: int) -> int:
 def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int = 1000,
               components: int = 1) -> latent_prior.FittedPrior:
     """Fits ``seqvae.latent_prior`` (a Gaussian, or a mixture of ``components``) to the
-    encodings of the first ``limit`` sequences of ``data`` (the run's training source by
-    default) and saves it in the run directory."""
-    seqs = sources.read_sequences(data, run.config.data.column, limit=limit)
+    encodings of ``limit`` sequences of ``data`` (the run's training source by default) drawn
+    at random (seeded; 0 = all of them: a file in some order, MOSES's among them, is not
+    described by its first lines) and saves it in the run directory."""
+    seqs = sources.read_sequences(data, run.config.data.column)
+    if limit:
+        seqs = sources.random_subset(seqs, limit, seed=0)
     encoded = encode_texts(run.codec, seqs.texts, on_error="skip", source=seqs.source,
                            check_molecules=False)
     if not len(encoded.ids):

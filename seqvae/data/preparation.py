@@ -242,11 +242,13 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
       config: the data section.
       data: a path, ``moses:SPLIT``, a list of strings or a numpy array; None = MOSES train.
       codec: a stored run's vocabulary, tokenizer and length (resume); None fits them.
-      seed: seeds the validation split.
+      seed: seeds the validation split (and the draw of ``data.subset=random``).
       strict: fail on the first invalid SMILES instead of skipping invalid lines.
     """
     seqs = sources.read_sequences("moses:train" if data is None else data, config.column,
-                                  config.limit)
+                                  config.limit if config.subset == "first" else 0)
+    if config.subset == "random" and config.limit:
+        seqs = sources.random_subset(seqs, config.limit, seed)
     name = codec.tokenizer if codec else "word" if seqs.one_hot_classes else config.tokenizer
     if codec.kekulize if codec else config.kekule:
         seqs, invalid = _kekulized(seqs, strict)

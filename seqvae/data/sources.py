@@ -31,6 +31,20 @@ class Sequences:
     one_hot_classes: int = 0  # > 0 when read from a .npy array: texts are class ids "0 3 1"
 
 
+def random_subset(seqs: Sequences, count: int, seed: int) -> Sequences:
+    """``count`` rows of ``seqs`` drawn at random without replacement (seeded), in their order.
+
+    For sources whose order is not random: MOSES's split files are not shuffled, and 10,000
+    molecules drawn from the first 320,000 lines of its train split score FCD/Test 1.91 where
+    10,000 drawn from all of it score 0.14.
+    """
+    if count >= len(seqs.texts):
+        return seqs
+    rows = np.sort(np.random.default_rng(seed).choice(len(seqs.texts), count, replace=False))
+    return Sequences([seqs.texts[i] for i in rows], [seqs.line_numbers[i] for i in rows],
+                     seqs.source, seqs.one_hot_classes)
+
+
 def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
     """Reads texts from a path, ``moses:SPLIT``, a list of strings or a numpy array.
 

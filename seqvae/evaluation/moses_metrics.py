@@ -858,13 +858,7 @@ def moses_metrics(
         "Novelty", "logP", "SA", "QED", "weight"}: floats (nan where undefined); the last four are
         ``property_distance`` to ``test``. FCD values are None when not computed, and the property
         distances None when ``test`` is a ``ReferenceStats`` without properties, with the reason
-        in ``notes``. With a reference left as None and FCD computed, also ``FCD/Test
-        recomputed`` and ``FCD/TestSF recomputed``: FCD against ChemNet statistics computed from
-        the split's SMILES by the ChemNet that scores ``gen`` (cached like the others). MOSES's
-        ``FCD/...`` uses the statistics shipped in molsets, which today's ChemNet (fcd 1.2.2,
-        fcd_torch 1.0.3 to 1.0.7, all alike) does not reproduce: 10,000 of MOSES's own test
-        molecules score 2.94 against them and 1.34 against 10,000 others
-        (``bench/fcd_reference.py``).
+        in ``notes``.
     """
     report = progress or (lambda line: None)
     metrics: dict[str, Any] = {}
@@ -899,12 +893,6 @@ def moses_metrics(
         if ref is None:
             report(f"reference {name}: MOSES {default_split} split (computed once per process)")
             ref = _default_reference(default_split, include_fcd, name == "Test", progress)
-            if include_fcd:
-                report(f"reference {name}: ChemNet statistics recomputed from its SMILES")
-                recomputed = reference_stats(read_sequences(f"moses:{default_split}").texts,
-                                             include_fcd=True, progress=progress)
-                metrics[f"FCD/{name} recomputed"] = _frechet_distance(
-                    gen_chemnet, (recomputed.fcd_mean, recomputed.fcd_covariance))
         elif not isinstance(ref, ReferenceStats):
             report(f"reference {name}: {len(ref)} SMILES")
             ref = reference_stats(ref, include_fcd=include_fcd, include_properties=name == "Test",

@@ -554,7 +554,9 @@ def describe_limits(config: Config, source, total_steps: int) -> str:
     precision it computes in."""
     tcfg, dcfg = config.train, config.data
     parts = [f"{source.train_size:,} training and {source.validation_size:,} validation "
-             f"sequences" + (f" (data.limit {dcfg.limit:,})" if dcfg.limit else ""),
+             f"sequences" + (f" (data.limit {dcfg.limit:,}"
+                             + (", drawn at random)" if dcfg.subset == "random" else ")")
+                             if dcfg.limit else ""),
              f"batch {tcfg.batch_size}", f"up to {tcfg.epochs} epochs = {total_steps:,} steps"]
     if tcfg.max_steps:
         parts.append(f"max_steps {tcfg.max_steps:,}")

@@ -166,3 +166,18 @@ def test_selfies_runs_convert_each_molecule_once(monkeypatch, tmp_path):
 
     back = ids_to_texts(prepared.codec, prepared.ids)  # decoded to SMILES
     assert [canonical_smiles(text) for text in back] == ["CCO", "c1ccccc1", "CC(N)=O"]
+
+
+def test_limit_takes_the_first_lines_or_a_seeded_random_draw():
+    smiles = ["C" * n + "O" for n in range(1, 41)]
+    first = prepare_data(DataConfig(limit=10, validation_fraction=0.0), smiles)
+    assert first.line_numbers == list(range(1, 11))
+    drawn = prepare_data(DataConfig(limit=10, subset="random", validation_fraction=0.0), smiles,
+                         seed=2)
+    assert len(drawn.line_numbers) == 10 and drawn.line_numbers == sorted(drawn.line_numbers)
+    assert drawn.line_numbers != first.line_numbers and max(drawn.line_numbers) > 10
+    again = prepare_data(DataConfig(limit=10, subset="random", validation_fraction=0.0), smiles,
+                         seed=2)
+    assert again.line_numbers == drawn.line_numbers  # a resumed run reads the same molecules
+    with pytest.raises(SeqvaeError, match="data.subset"):
+        DataConfig(subset="last")

@@ -495,3 +495,15 @@ def test_any_moses_split_name(split):
             read()
         message = str(caught.value)
         assert "\n" not in message and len(message) < 200, message
+
+
+def test_random_subset_draws_without_replacement_in_file_order():
+    seqs = sources.Sequences([f"C{i}" for i in range(100)], list(range(3, 103)), "x.smi")
+    drawn = sources.random_subset(seqs, 30, seed=4)
+    rows = [int(text[1:]) for text in drawn.texts]
+    assert len(rows) == len(set(rows)) == 30 and rows == sorted(rows)
+    assert drawn.line_numbers == [row + 3 for row in rows] and drawn.source == "x.smi"
+    assert rows != list(range(30))  # not the first lines
+    assert sources.random_subset(seqs, 30, seed=4).texts == drawn.texts
+    assert sources.random_subset(seqs, 30, seed=5).texts != drawn.texts
+    assert sources.random_subset(seqs, 100, seed=4) is seqs and sources.random_subset(seqs, 500, 4) is seqs
