@@ -764,7 +764,7 @@ def _default_reference(split: str, include_fcd: bool, include_properties: bool,
         computed = reference_stats(texts, include_properties=include_properties, progress=progress)
         stats = computed if stats is None else dataclasses.replace(
             stats, properties=computed.properties)
-    if include_fcd and stats.fcd_mean is None:
+    if include_fcd:  # MOSES's own, also where the split's cache entry holds recomputed ones
         stats = _with_fcd(stats, _moses_fcd_statistics(split))
     _DEFAULT_REFERENCES[split] = stats
     return stats

@@ -447,3 +447,21 @@ def test_filter_screen_keeps_every_pattern_that_matches():
         candidates += len(screened)
     assert len(mols) > 250 and hits >= 35
     assert candidates < 0.2 * len(mols) * len(patterns)
+
+
+def test_default_reference_takes_moses_fcd_statistics_over_cached_ones(monkeypatch):
+    """A MOSES split's cache entry may hold ChemNet statistics recomputed from its SMILES (any
+    reference_stats(..., include_fcd=True) call on it leaves them there); FCD/Test still uses
+    the statistics MOSES ships, as MOSES does."""
+    import dataclasses
+
+    base = moses_metrics.ReferenceStats(0, np.zeros((0, 128), np.uint8), {}, {})
+    recomputed = dataclasses.replace(base, fcd_mean=np.ones(2), fcd_covariance=np.eye(2))
+    monkeypatch.setattr(moses_metrics, "_DEFAULT_REFERENCES", {})
+    monkeypatch.setattr(moses_metrics, "read_sequences",
+                        lambda source: types.SimpleNamespace(texts=["CCO"]))
+    monkeypatch.setattr(moses_metrics, "reference_stats", lambda *a, **k: recomputed)
+    monkeypatch.setattr(moses_metrics, "_moses_fcd_statistics",
+                        lambda split: {"mean": np.zeros(2), "covariance": np.zeros((2, 2))})
+    stats = moses_metrics._default_reference("test", True, False, lambda line: None)
+    np.testing.assert_array_equal(stats.fcd_mean, np.zeros(2))
