@@ -118,19 +118,15 @@ def unseen_rows(run, size: int):
     ``prepare_data`` makes)."""
     import numpy as np
 
-    from seqvae.data.sources import Sequences, random_subset
+    from seqvae.data.sources import random_rows
 
     data = run.config.data
     if not data.limit:
         raise SystemExit("the run trained on all of MOSES train: no held-out training molecules")
-    if data.subset == "random":
-        rows = list(range(size))
-        seen = random_subset(Sequences([""] * size, rows, "moses:train"), data.limit,
-                             run.config.train.seed).line_numbers
-    else:
-        seen = range(data.limit)
+    seen = (random_rows(size, data.limit, run.config.train.seed) if data.subset == "random"
+            else np.arange(data.limit))
     mask = np.ones(size, bool)
-    mask[np.asarray(seen)] = False
+    mask[seen] = False
     return np.flatnonzero(mask)
 
 

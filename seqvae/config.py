@@ -105,6 +105,12 @@ class DataConfig:
             raise SeqvaeError("data.max_len, data.limit and data.bucket_width must be >= 0")
 
     @property
+    def lines_read(self) -> int:
+        """How many lines to read from the source (0 = all): ``limit`` when the first lines are
+        wanted; all of them when ``limit`` rows are then drawn at random."""
+        return self.limit if self.subset == "first" else 0
+
+    @property
     def kekule(self) -> bool:
         """Whether the run models Kekule SMILES: ``kekulize`` on a SMILES run that is not
         streamed (streaming tokenizes in the graph, and Kekule conversion is RDKit code)."""

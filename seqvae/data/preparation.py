@@ -246,7 +246,7 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
       strict: fail on the first invalid SMILES instead of skipping invalid lines.
     """
     seqs = sources.read_sequences("moses:train" if data is None else data, config.column,
-                                  config.limit if config.subset == "first" else 0)
+                                  config.lines_read)
     if config.subset == "random" and config.limit:
         seqs = sources.random_subset(seqs, config.limit, seed)
     name = codec.tokenizer if codec else "word" if seqs.one_hot_classes else config.tokenizer

@@ -18,7 +18,7 @@ from seqvae import inference
 from seqvae.config import EVALUATE_QUALITY_SEQUENCES, EVALUATE_RECON_MOLECULES
 from seqvae.data import chemistry
 from seqvae.data.preparation import encode_texts
-from seqvae.data.sources import Sequences, random_subset, read_sequences
+from seqvae.data.sources import random_rows, read_sequences
 from seqvae.errors import SeqvaeError
 from seqvae.evaluation import moses_metrics
 from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
@@ -168,8 +168,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         notes.append("vae_quality and reconstruction not computed: no test set given")
     else:
         count = max(quality_sequences, recon_molecules)
-        wanted = random_subset(Sequences(list(test_texts), list(range(len(test_texts))), "test"),
-                               count, seed).texts if count else []
+        wanted = [test_texts[i] for i in random_rows(len(test_texts), count, seed)]
         held_out = inference.encode_ids(run, wanted, skip=True).texts if wanted else []
         if len(held_out) < len(wanted):
             notes.append(f"{len(wanted) - len(held_out)} of the {len(wanted)} test sequences "

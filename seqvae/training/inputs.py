@@ -148,9 +148,8 @@ def property_targets(prepared: PreparedData, config: Config, data, run_dir: str 
                 progress=lambda line: print(f"seqvae: {line}", file=sys.stderr, flush=True))
         columns = [j for j, name in enumerate(names) if name.startswith(props.COLUMN_PREFIX)]
         if columns:
-            table = props.read_property_table(
-                data, [names[j] for j in columns], config.data.column,
-                config.data.limit if config.data.subset == "first" else 0)
+            table = props.read_property_table(data, [names[j] for j in columns],
+                                              config.data.column, config.data.lines_read)
             by_line = dict(zip(table.line_numbers, table.values))
             values[:, columns] = np.stack([by_line[line] for line in prepared.line_numbers])
         if cache:

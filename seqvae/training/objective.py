@@ -134,10 +134,18 @@ def word_dropout(inputs: tf.Tensor, rate: float, seed: tf.Tensor, unk_id: int = 
     """
     if rate <= 0:
         return inputs
-    drop = randomness.uniform(tf.shape(inputs), seed) < rate
-    for keep in keep_ids:
-        drop = drop & tf.not_equal(inputs, keep)
+    drop = _replacement_mask(inputs, rate, seed, keep_ids)
     return tf.where(drop, tf.cast(unk_id, inputs.dtype), inputs)
+
+
+def _replacement_mask(inputs: tf.Tensor, rate, seed: tf.Tensor,
+                      keep_ids: tuple[int, ...]) -> tf.Tensor:
+    """bool ``(B, T)``: each input chosen with probability ``rate`` (stateless), never one of
+    ``keep_ids``."""
+    chosen = randomness.uniform(tf.shape(inputs), seed) < rate
+    for keep in keep_ids:
+        chosen = chosen & tf.not_equal(inputs, keep)
+    return chosen
 
 
 def own_sample_inputs(inputs: tf.Tensor, logits: tf.Tensor, rate, seed: tf.Tensor,
@@ -164,9 +172,7 @@ def own_sample_inputs(inputs: tf.Tensor, logits: tf.Tensor, rate, seed: tf.Tenso
     drawn = randomness.categorical(tf.stop_gradient(previous), randomness.fold_in(seed, 0))
     drawn = tf.concat([inputs[:, :1], tf.reshape(tf.cast(drawn, inputs.dtype),
                                                  [shape[0], shape[1] - 1])], axis=1)
-    replace = randomness.uniform(shape, randomness.fold_in(seed, 1)) < rate
-    for keep in keep_ids:
-        replace = replace & tf.not_equal(inputs, keep)
+    replace = _replacement_mask(inputs, rate, randomness.fold_in(seed, 1), keep_ids)
     return tf.where(replace, drawn, inputs)
 
 
