@@ -158,9 +158,11 @@ def cmd_fit_prior(args) -> int:
     data = args.data or run.info.get("data_source") or "moses:train"
     if data in ("list", "array"):
         raise SeqvaeError(f"{args.run_dir} was trained on in-memory data: give DATA to fit to")
-    prior = inference.fit_prior(run, data, limit=args.limit, components=args.components)
+    prior = inference.fit_prior(run, data, limit=args.limit, components=args.components,
+                                aggregate=args.aggregate, widen=args.widen)
     scale = np.sqrt(np.diag(prior.covariance))
-    shape = ("a Gaussian" if prior.components == 1 else
+    shape = (f"the aggregate posterior (each q(z|x) widened {prior.widen:g}x)" if args.aggregate
+             else "a Gaussian" if prior.components == 1 else
              f"a mixture of {prior.components} Gaussians (weights "
              f"{prior.weights.min():.3f}-{prior.weights.max():.3f})")
     print(f"fitted {shape} to {prior.sequences} encodings of {prior.source}: |mean| "
@@ -512,9 +514,11 @@ def _add_rejection_option(p) -> None:
 
 
 def _add_prior_option(p) -> None:
-    p.add_argument("--prior", choices=("standard", "fitted"), default="standard",
-                   help="z from N(0, I) (standard) or from the Gaussian fitted to the run's "
-                   "encodings by `seqvae fit-prior` (fitted)")
+    p.add_argument("--prior", choices=("standard", "fitted"), default=None,
+                   help="z from N(0, I) (standard) or from the prior fitted to the run's "
+                   "encodings (fitted: by `seqvae fit-prior`, or after training with "
+                   "model.prior=aggregate, as the demo); default: the run's own (fitted for "
+                   "model.prior=aggregate, else standard)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -573,7 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rejection_option(p)
 
     p = command("fit-prior", cmd_fit_prior, "fit a Gaussian (or a mixture) to the run's "
-                "aggregate posterior (ex-post density estimation), for sample/evaluate --prior fitted")
+                "aggregate posterior (ex-post density estimation), or keep that posterior "
+                "(--aggregate), for sample/evaluate --prior fitted")
     p.add_argument("run_dir")
     p.add_argument("data", nargs="?", help="sequences to encode (default: the run's training "
                    "source)")
@@ -582,6 +587,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--components", type=int, default=1,
                    help="Gaussians in the mixture (1: the moment-matched Gaussian; Ghosh et al. "
                    "2020 fit 10), fitted by EM")
+    p.add_argument("--aggregate", action="store_true",
+                   help="keep the aggregate posterior itself (the N encodings' q(z|x), each "
+                   "widened by --widen) instead of fitting Gaussians to it")
+    p.add_argument("--widen", type=float, default=None,
+                   help="with --aggregate: factor on each posterior's standard deviation "
+                   "(default: the run's model.prior_widen)")
 
     p = command("encode", cmd_encode, "encode sequences to latent means (N, latent_dim), "
                 "streaming any number of lines")

@@ -20,7 +20,9 @@ what it decodes is ordinary SMILES.
 SMILES runs decode under the grammar mask (``seqvae.model.grammar``), in the graph, as
 seqvae's own decoding does by default; a run that samples by rejection under the grammar
 (``model.rejection_rounds``, the demo) does so in ``sample`` too, its rounds unrolled in the
-graph (``seqvae.inference.rejection_sample``). ``sample`` equals
+graph (``seqvae.inference.rejection_sample``); a run trained with ``model.prior=aggregate`` (the
+demo) draws z from its aggregate posterior (``seqvae.latent_prior``), held as two variables of the
+SavedModel. ``sample`` equals
 ``seqvae.inference.sample(run, n, temperature=..., seed=...)`` for
 ``n <= 1000`` (one decoding batch), and ``decode``/``encode`` equal ``inference.decode`` /
 ``inference.encode``. Serve it with TensorFlow Serving, e.g.::
@@ -42,6 +44,7 @@ import tensorflow as tf
 from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
 from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS
 from seqvae.errors import SeqvaeError
+from seqvae import inference, latent_prior
 from seqvae.inference import rejection_rounds
 from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run, load_run
@@ -70,6 +73,16 @@ class ExportModule(tf.Module):
         object.__setattr__(self, "grammar", run.grammar)
         self.rejection_rounds = rejection_rounds(run)
         self.latent_dim = run.config.model.latent_dim
+        # model.prior=aggregate: ``sample`` draws z from the run's aggregate posterior, as
+        # seqvae's own sampling does by default (``inference.run_prior``)
+        self.prior_means = self.prior_scales = None
+        if inference.run_prior(run) == "fitted":
+            prior = latent_prior.load(run.run_dir)
+            if not isinstance(prior, latent_prior.AggregatePrior):
+                raise SeqvaeError(f"{run.run_dir}: model.prior=aggregate, but latent_prior.npz "
+                                  "holds another kind of prior")
+            self.prior_means = tf.Variable(prior.means, trainable=False, name="prior_means")
+            self.prior_scales = tf.Variable(prior.scales, trainable=False, name="prior_scales")
         tokens = run.vocab.tokens
         self.tokens = tf.constant(tokens)
         self.table = lookup_table(run.vocab)
@@ -117,10 +130,17 @@ class ExportModule(tf.Module):
             n, temperature = tf.identity(n), tf.identity(temperature)
         temperature = tf.maximum(temperature, 1e-3)  # 0 or less: (near-)greedy
         base = tf.stack([tf.cast(seed, tf.int32), 0])
-        z = decoding.prior_z(n, self.latent_dim, base)
+        z = self._prior_z(n, base)
         if self.rejection_rounds:
             return {"sequences": self._texts(self._rejection_ids(z, temperature, base))}
         return self._decode_with(z, False, temperature, randomness.fold_in(base, 0))
+
+    def _prior_z(self, n, seed):
+        """``n`` draws of z from the run's prior: ``inference.prior_draw`` in the graph."""
+        eps = decoding.prior_z(n, self.latent_dim, seed)
+        if self.prior_means is None:
+            return eps
+        return decoding.aggregate_z(eps, self.prior_means, self.prior_scales, seed)
 
     def _rejection_ids(self, z, temperature, base):
         """``inference.rejection_sample`` in the graph, for one decoding batch: the same seeds
@@ -141,7 +161,7 @@ class ExportModule(tf.Module):
         for round_ in range(self.rejection_rounds):  # unrolled: R is fixed for the run
             round_base = base if round_ == 0 else decoding.rejection_round_seed(base, round_)
             if round_:
-                fresh = decoding.prior_z(tf.size(pending), self.latent_dim, round_base)
+                fresh = self._prior_z(tf.size(pending), round_base)
                 z = tf.tensor_scatter_nd_update(z, pending[:, None], fresh)
             drawn = unmasked(tf.gather(z, pending), randomness.fold_in(round_base, 0),
                              temperature)

@@ -167,14 +167,14 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,
            seed: int = 0, batch_size: int = 1000,
            progress: Callable[[str], None] | None = None, grammar: bool = True,
-           prior: str = "standard", rejection: int | None = None,
+           prior: str | None = None, rejection: int | None = None,
            stats: dict | None = None) -> list[str]:
     """Draws ``num`` texts from the prior; the same seed gives the same texts.
 
     ``prior``: ``standard`` samples ``z ~ N(0, I)``, ``decoding.prior_z(num, latent_dim, seed)``
     (the exported ``sample`` signature and ``decoding.sample_prior`` draw the same); ``fitted``
-    the run's fitted prior (``fit_prior``, ``seqvae.latent_prior``) from the same noise.
-    ``grammar`` as in ``compiled_decoder``.
+    the run's fitted prior (``fit_prior``, ``seqvae.latent_prior``) from the same noise; None
+    the run's own (``run_prior``). ``grammar`` as in ``compiled_decoder``.
 
     ``rejection`` R > 0 (``rejection_sample``): SMILES runs draw from the model *conditioned*
     on the grammar instead of decoding under its mask; None takes the run's
@@ -186,7 +186,8 @@ def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy:
     rounds).
     """
     rejection = rejection_rounds(run, rejection, grammar)
-    z = _prior_draw(run, num, seed, prior)
+    prior = run_prior(run, prior)
+    z = prior_draw(run, num, seed, prior)
     if rejection:
         return rejection_sample(run, z, rejection, temperature=temperature, top_k=top_k,
                                 greedy=greedy, seed=seed, batch_size=batch_size,
@@ -216,8 +217,19 @@ def rejection_rounds(run: Run, rejection: int | None = None, grammar: bool = Tru
     return rejection if run.grammar is not None and not run.config.train.grammar_softmax else 0
 
 
-def _prior_draw(run: Run, num: int, seed, prior: str) -> np.ndarray:
-    """``num`` latent vectors ``(num, latent_dim)`` from the standard or the fitted prior."""
+def run_prior(run: Run, prior: str | None = None) -> str:
+    """``prior`` as given, or for None the run's own: ``fitted`` for a run trained with
+    ``model.prior=aggregate`` (its prior is the aggregate posterior kept after training),
+    ``standard`` otherwise."""
+    if prior is None:
+        return "fitted" if run.config.model.prior == "aggregate" else "standard"
+    return prior
+
+
+def prior_draw(run: Run, num: int, seed, prior: str | None = None) -> np.ndarray:
+    """``num`` latent vectors float32 ``(num, latent_dim)`` from the standard or the fitted
+    prior (None: the run's own, ``run_prior``), the same for a seed."""
+    prior = run_prior(run, prior)
     z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
     if prior == "fitted":
         return latent_prior.load(run.run_dir).transform(z, seed)
@@ -263,7 +275,7 @@ def trace_rejection_sampler(run: Run) -> None:
 def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 1.0,
                      top_k: int = 0, greedy: bool = False, seed: int = 0,
                      batch_size: int = 1000, progress: Callable[[str], None] | None = None,
-                     prior: str = "standard", stats: dict | None = None,
+                     prior: str | None = None, stats: dict | None = None,
                      return_z: bool = False):
     """Samples from the model conditioned on the grammar: exact where the mask is not.
 
@@ -281,7 +293,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
       run: a SMILES run with a grammar.
       z: the first round's latent vectors ``(N, latent_dim)``.
       rounds: R >= 1.
-      prior: where later rounds draw ``z`` (``standard`` or ``fitted``).
+      prior: where later rounds draw ``z`` (``standard`` or ``fitted``; None: the run's own).
       stats: receives ``rejected`` (share of rows the first round rejected) and ``masked``
         (share decoded under the mask at the end).
       return_z: also return the latent vector each row was decoded from.
@@ -299,7 +311,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     for round_ in range(rounds):
         round_seed = seed if round_ == 0 else _derived_seed(seed, round_)
         if round_:
-            z[pending] = _prior_draw(run, len(pending), round_seed, prior)
+            z[pending] = prior_draw(run, len(pending), round_seed, prior)
         ids_list: list[np.ndarray] = []
         decode_id_batches(run, z[pending], ids_list.append, greedy=greedy,
                           temperature=temperature, top_k=top_k, seed=round_seed,
@@ -333,11 +345,13 @@ def _derived_seed(seed: int, salt: int) -> int:
 
 
 def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int = 1000,
-              components: int = 1) -> latent_prior.FittedPrior:
-    """Fits ``seqvae.latent_prior`` (a Gaussian, or a mixture of ``components``) to the
-    encodings of ``limit`` sequences of ``data`` (the run's training source by default) drawn
-    at random (seeded; 0 = all of them: a file in some order, MOSES's among them, is not
-    described by its first lines) and saves it in the run directory."""
+              components: int = 1, aggregate: bool = False, widen: float | None = None):
+    """Fits ``seqvae.latent_prior`` (a Gaussian, or a mixture of ``components``; with
+    ``aggregate`` the aggregate posterior itself, each posterior widened by ``widen``, None =
+    the run's ``model.prior_widen``) to the encodings of ``limit`` sequences of ``data`` (the
+    run's training source by default) drawn at random (seeded; 0 = all of them: a file in some
+    order, MOSES's among them, is not described by its first lines) and saves it in the run
+    directory. Returns the ``FittedPrior`` or ``AggregatePrior``."""
     seqs = sources.read_sequences(data, run.config.data.column)
     if limit:
         seqs = sources.random_subset(seqs, limit, seed=0)
@@ -346,7 +360,11 @@ def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int
     if not len(encoded.ids):
         raise SeqvaeError(f"{seqs.source}: nothing to fit the prior to (no line can be encoded)")
     mean, log_var = encode_batches(run, encoded.ids, batch_size)
-    prior = latent_prior.fit(mean, log_var, seqs.source, components=components)
+    if aggregate:
+        prior = latent_prior.fit_aggregate(mean, log_var, seqs.source, run.config.model.prior_widen
+                                           if widen is None else widen)
+    else:
+        prior = latent_prior.fit(mean, log_var, seqs.source, components=components)
     latent_prior.save(run.run_dir, prior)
     return prior
 

@@ -383,18 +383,16 @@ def optimize(run: Run, objective: str, starts: Sequence[str] | None = None, n: i
     """
     from seqvae import inference
     from seqvae.data.preparation import encode_texts
-    from seqvae.model import decoding
     from seqvae.training.property_fit import load_head
 
     head = head or load_head(run)
     if score is None:
         props.rdkit_property(objective)  # the objective must be one RDKit can re-score
         head.index(objective)
-    latent = run.config.model.latent_dim
     if starts is None:
         if n < 1:
             raise SeqvaeError(f"-n must be at least 1, got {n}")
-        z0 = decoding.prior_z(n, latent, settings.seed).numpy()
+        z0 = inference.prior_draw(run, n, settings.seed)  # the run's own prior
         texts = inference.decode(run, z0, greedy=True, grammar=settings.grammar)
         return optimize_latent(run, head, objective, z0, texts, settings, score, False,
                                keep_trajectory, progress)

@@ -61,7 +61,7 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
 
     from seqvae.data.tokenizers import SelfiesTokenizer
 
-    tokenizers = ["smiles", "selfies", "char", "smiles"]
+    tokenizers = ["smiles", "selfies", "char", "smiles", "smiles"]
     queries = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1cc[nH]c1"]
     requests, run_dirs = [], []
     for index, tokenizer in enumerate(tokenizers):
@@ -73,6 +73,14 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
             stored["model"]["rejection_rounds"] = 3
             with open(os.path.join(run_dir, "config.json"), "w") as handle:
                 json.dump(stored, handle)
+        elif index == 4:  # the same with the aggregate-posterior prior (model.prior, the demo)
+            run_dir = copy_run(tiny_run_dir, tmp_path / "aggregate" / "run")
+            with open(os.path.join(run_dir, "config.json")) as handle:
+                stored = json.load(handle)
+            stored["model"].update(rejection_rounds=3, prior="aggregate", prior_widen=1.3)
+            with open(os.path.join(run_dir, "config.json"), "w") as handle:
+                json.dump(stored, handle)
+            inference.fit_prior(load_run(run_dir), SMILES, aggregate=True)
         elif tokenizer != "smiles":
             config = tiny_config()
             config = dataclasses.replace(
@@ -104,6 +112,10 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
     assert answers[3]["sampled"] == inference.sample(load_run(run_dirs[3]), 30, temperature=0.9,
                                                      seed=5, rejection=3, stats=stats)
     assert answers[3]["sampled"] != answers[0]["sampled"] and stats["rejected"] > 0
+    aggregate = load_run(run_dirs[4])  # sampled from its own prior by default, served too
+    assert answers[4]["sampled"] == inference.sample(aggregate, 30, temperature=0.9, seed=5,
+                                                     prior="fitted", rejection=3)
+    assert answers[4]["sampled"] != answers[3]["sampled"]
 
 
 # --- hostile requests: a clean error for that request, and the server carries on ---------------

@@ -109,3 +109,103 @@ def test_fitted_prior_round_trip_and_sampling(run, tmp_path, capsys):
         handle.write(b"not a npz")
     with pytest.raises(SeqvaeError, match="cannot read the fitted prior"):
         latent_prior.load(run.run_dir)
+
+
+def test_the_aggregate_prior_keeps_each_posterior_widened_and_draws_kernels_uniformly():
+    """By hand: kernel i is N(mu_i, diag((w sigma_i)^2)); a sample picks its kernel uniformly
+    (from the seed) and adds the kernel's scales times the noise; the mixture's covariance is
+    that of the means plus the mean kernel variance."""
+    means = np.array([[0.0, 0.0], [10.0, -10.0], [-5.0, 5.0]], np.float32)
+    log_vars = np.log(np.array([[0.25, 1.0], [4.0, 0.01], [1.0, 1.0]]))
+    prior = latent_prior.fit_aggregate(means, log_vars, "x", widen=2.0)
+    np.testing.assert_allclose(prior.scales, [[1.0, 2.0], [4.0, 0.2], [2.0, 2.0]], rtol=1e-6)
+    assert prior.components == 3 and prior.sequences == 3 and prior.widen == 2.0
+    np.testing.assert_allclose(prior.mean, [5 / 3, -5 / 3])
+    centred = means - means.mean(axis=0)
+    np.testing.assert_allclose(prior.covariance, centred.T @ centred / 3 + np.diag(
+        [(1 + 16 + 4) / 3, (4 + 0.04 + 4) / 3]), rtol=1e-5)
+    eps = np.random.default_rng(0).standard_normal((30000, 2)).astype(np.float32)
+    z = prior.transform(eps, seed=4)
+    assert z.dtype == np.float32 and z.shape == (30000, 2)
+    np.testing.assert_array_equal(z, prior.transform(eps, seed=4))
+
+    def kernels(z):  # the kernel each row came from, and how far it is from being exact
+        gap = np.abs(z[:, None, :] - means[None] - prior.scales[None] * eps[:, None, :]).sum(-1)
+        return gap.argmin(axis=1), gap.min(axis=1)
+
+    chosen, gap = kernels(z)
+    np.testing.assert_allclose(gap, 0.0, atol=1e-5)
+    np.testing.assert_allclose(np.bincount(chosen) / len(z), [1 / 3] * 3, atol=0.01)
+    assert (kernels(prior.transform(eps, seed=5))[0] != chosen).mean() > 0.5  # another seed
+    np.testing.assert_allclose(np.cov(z, rowvar=False), prior.covariance, rtol=0.05)
+    with pytest.raises(SeqvaeError, match="widening"):
+        latent_prior.fit_aggregate(means, log_vars, "x", widen=0.0)
+    with pytest.raises(SeqvaeError, match="at least one"):
+        latent_prior.fit_aggregate(means[:0], log_vars[:0], "x")
+
+
+def test_the_aggregate_prior_round_trips_and_a_damaged_one_is_named(tmp_path):
+    rng = np.random.default_rng(3)
+    prior = latent_prior.fit_aggregate(rng.normal(size=(50, 4)), rng.normal(size=(50, 4)), "y", 1.4)
+    latent_prior.save(str(tmp_path), prior)
+    loaded = latent_prior.load(str(tmp_path))
+    assert isinstance(loaded, latent_prior.AggregatePrior)
+    assert (loaded.widen, loaded.sequences, loaded.source) == (1.4, 50, "y")
+    np.testing.assert_array_equal(loaded.means, prior.means)
+    np.testing.assert_array_equal(loaded.scales, prior.scales)
+    np.savez(tmp_path / latent_prior.FILENAME, means=prior.means, scales=-prior.scales,
+             widen=1.4, sequences=np.int64(50), source=np.str_("y"))
+    with pytest.raises(SeqvaeError, match="damaged fitted prior"):
+        latent_prior.load(str(tmp_path))
+
+
+def test_a_run_trained_with_the_aggregate_prior_keeps_it_and_samples_it(tmp_path, capsys):
+    """model.prior=aggregate: training ends by encoding min(prior_encodings, training rows)
+    training sequences; sample, evaluate's sampling and the explorer then draw z from it unless
+    told otherwise, and a standard run keeps N(0, I)."""
+    import dataclasses
+
+    from conftest import tiny_config, with_train
+
+    from seqvae.training.loop import train
+    from seqvae.training.rundir import load_run
+
+    config = with_train(tiny_config(prior="aggregate", prior_encodings=12, prior_widen=1.5),
+                        max_steps=6, epochs=100)
+    train(config, str(tmp_path / "run"), data=SMILES)
+    assert "prior: the aggregate posterior of 12 training sequences" in capsys.readouterr().err
+    run = load_run(str(tmp_path / "run"))
+    prior = latent_prior.load(run.run_dir)
+    assert isinstance(prior, latent_prior.AggregatePrior) and prior.sequences == 12
+    mean, log_var = inference.encode(run, SMILES)  # the kernels are training rows' posteriors
+    for centre, scale in zip(prior.means, prior.scales):
+        row = np.abs(mean - centre).sum(axis=1).argmin()
+        np.testing.assert_allclose(centre, mean[row], atol=1e-5)
+        np.testing.assert_allclose(scale, 1.5 * np.exp(0.5 * log_var[row]), rtol=1e-4)
+    assert inference.run_prior(run) == "fitted"
+    np.testing.assert_array_equal(inference.prior_draw(run, 5, 2),
+                                  inference.prior_draw(run, 5, 2, "fitted"))
+    assert not np.array_equal(inference.prior_draw(run, 5, 2),
+                              inference.prior_draw(run, 5, 2, "standard"))
+    assert inference.sample(run, 8, seed=1) == inference.sample(run, 8, seed=1, prior="fitted")
+    plain = dataclasses.replace(run, config=dataclasses.replace(
+        run.config, model=dataclasses.replace(run.config.model, prior="standard")))
+    assert inference.run_prior(plain) == "standard"
+    # finishing again refits a lost prior
+    import os
+
+    os.remove(os.path.join(run.run_dir, latent_prior.FILENAME))
+    train(config, run.run_dir, data=SMILES, resume=True)
+    assert latent_prior.load(run.run_dir).sequences == 12
+
+
+def test_fit_prior_aggregate_from_the_command_line(run, tmp_path, capsys):
+    data = tmp_path / "mols.smi"
+    data.write_text("\n".join(SMILES[:10]) + "\n")
+    assert main(["fit-prior", run.run_dir, str(data), "--aggregate", "--widen", "1.2"]) == 0
+    assert ("fitted the aggregate posterior (each q(z|x) widened 1.2x) to 10 encodings"
+            in capsys.readouterr().err)
+    prior = latent_prior.load(run.run_dir)
+    assert isinstance(prior, latent_prior.AggregatePrior) and prior.widen == 1.2
+    assert main(["sample", run.run_dir, "--prior", "fitted", "-n", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3

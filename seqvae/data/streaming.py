@@ -21,6 +21,7 @@ import gzip
 import io
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
@@ -138,6 +139,16 @@ class StreamingData:
             lambda seq: tf.size(seq), bucket_boundaries=boundaries,
             bucket_batch_sizes=[self.batch_size] * (len(boundaries) + 1), padding_values=PAD_ID)
         return batched.skip(skip).prefetch(tf.data.AUTOTUNE)
+
+    def shuffled_sequences(self, count: int) -> np.ndarray:
+        """int32 ``(<= count, max_len)``: the first ``count`` training sequences of the first
+        epoch's shuffled order (before bucketing by length), padded."""
+        ids = self._lines_dataset(False).map(self._encode)
+        ids = ids.filter(lambda seq: tf.size(seq) <= self.max_len).shuffle(
+            SHUFFLE_BUFFER, seed=self.seed * 1_000_003, reshuffle_each_iteration=False)
+        rows = [seq for seq in ids.take(count).padded_batch(
+            1024, padded_shapes=[self.max_len], padding_values=PAD_ID).as_numpy_iterator()]
+        return (np.concatenate(rows) if rows else np.zeros((0, self.max_len))).astype(np.int32)
 
     @property
     def steps_per_epoch(self) -> int:

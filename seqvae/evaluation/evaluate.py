@@ -83,7 +83,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
              include_fcd: bool = True, iw_samples: int = 10,
              recon_molecules: int = EVALUATE_RECON_MOLECULES,
              quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0,
-             grammar: bool = True, prior: str = "standard", rejection: int | None = None,
+             grammar: bool = True, prior: str | None = None, rejection: int | None = None,
              progress: Callable[[str], None] | None = print_to_stderr) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
@@ -113,7 +113,8 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
       grammar: decode SMILES runs under the grammar mask (sampling and reconstruction); the
         results say whether it was on (``grammar``).
       prior: ``standard`` (N(0, I)) or ``fitted`` (``seqvae.latent_prior``, after
-        ``seqvae fit-prior``): where the generation metrics' samples come from.
+        ``seqvae fit-prior`` or trained with ``model.prior=aggregate``): where the generation
+        metrics' samples come from; None: the run's own (``inference.run_prior``).
       rejection: R > 0 samples SMILES runs from the model conditioned on the grammar
         (``inference.rejection_sample``) instead of under its mask; None: the run's
         ``model.rejection_rounds``. The results' ``sampling`` says the rounds, how many first
@@ -140,7 +141,9 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     walls["load"] = time.monotonic() - started
 
     tick = time.monotonic()
-    report(f"sampling {n_samples} sequences from the {prior} prior")
+    prior = inference.run_prior(run, prior)
+    prior_words = describe_prior(run, prior)
+    report(f"sampling {n_samples} sequences from the {prior_words}")
     rejection = inference.rejection_rounds(run, rejection, grammar)
     sampling = {"rejection_rounds": rejection}
     samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar,
@@ -204,7 +207,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         "run_dir": run.run_dir, "n_samples": n_samples, "seed": seed,
         "tokenizer": run.info["tokenizer"], "data_source": run.info.get("data_source"),
         "grammar": bool((grammar or run.config.train.grammar_softmax) and run.grammar is not None),
-        "prior": prior, "sampling": sampling,
+        "prior": prior, "prior_description": prior_words, "sampling": sampling,
         "generation": generation, "vae_quality": quality, "reconstruction": reconstruction,
         "properties": properties,
         "references": references, "wall_seconds": walls, "notes": notes,
@@ -217,6 +220,19 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means)
     report(f"report written to {results['report_dir']}")
     return results
+
+
+def describe_prior(run: Run, prior: str) -> str:
+    """``prior`` in words: "N(0, I)", or what the run's fitted prior is."""
+    if prior != "fitted":
+        return "standard prior N(0, I)"
+    from seqvae import latent_prior
+
+    fitted = latent_prior.load(run.run_dir)
+    if isinstance(fitted, latent_prior.AggregatePrior):
+        return (f"aggregate posterior of {fitted.sequences:,} training encodings (each widened "
+                f"{fitted.widen:g}x)")
+    return f"fitted prior ({fitted.components} Gaussian component(s))"
 
 
 def prior_hint(generation: dict, prior: str, run_dir: str) -> str | None:

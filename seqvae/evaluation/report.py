@@ -64,6 +64,8 @@ def _rows(results: dict) -> list[tuple[str, list[tuple[str, str]]]]:
               ("tokenizer", _format_value(results.get("tokenizer"))),
               ("data_source", _format_value(results.get("data_source"))),
               ("grammar mask", _format_value(results.get("grammar")))]
+    if results.get("prior_description"):
+        header.append(("samples' z from", results["prior_description"]))
     sampling = results.get("sampling") or {}
     if sampling.get("rejection_rounds"):  # what the grammar rejected, so raw validity shows
         header += [("rejection rounds", _format_value(sampling["rejection_rounds"])),

@@ -190,7 +190,7 @@ class Explorer:
         temperature = float(temperature)
         if not temperature > 0:
             raise SeqvaeError(f"the temperature must be > 0, got {temperature}")
-        z = np.random.default_rng(seed).standard_normal((count, self.latent_dim)).astype(np.float32)
+        z = inference.prior_draw(self.run, count, seed)  # the run's own prior
         rounds = inference.rejection_rounds(self.run)
         if rounds:  # as `seqvae sample`: from the model conditioned on the grammar
             # a rejected row's molecule comes from a new z: the map shows that one

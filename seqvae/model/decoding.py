@@ -302,6 +302,26 @@ def prior_z(num: int | tf.Tensor, latent_dim: int, seed) -> tf.Tensor:
                              [num, latent_dim], randomness.fold_in(randomness.as_seed(seed), 7))
 
 
+def aggregate_z(eps, means, scales, seed) -> tf.Tensor:
+    """Draws from the aggregate-posterior prior (``seqvae.latent_prior.AggregatePrior``).
+
+    Args:
+      eps: float32 ``(num, latent_dim)`` standard-normal noise (``prior_z`` of the same seed).
+      means: float32 ``(K, latent_dim)`` the kernels' centres.
+      scales: float32 ``(K, latent_dim)`` their standard deviations.
+      seed: the sampling seed (an int or its ``(2,)`` seed); it draws row ``j``'s kernel
+        uniformly from the K.
+
+    Returns:
+      float32 ``(num, latent_dim)``: ``means[k_j] + scales[k_j] * eps_j``.
+    """
+    means = tf.convert_to_tensor(means, tf.float32)
+    kernels = tf.shape(means)[0]
+    uniform = randomness.uniform(tf.shape(eps)[:1], randomness.fold_in(randomness.as_seed(seed), 11))
+    index = tf.minimum(tf.cast(uniform * tf.cast(kernels, tf.float32), tf.int32), kernels - 1)
+    return tf.gather(means, index) + tf.gather(tf.convert_to_tensor(scales, tf.float32), index) * eps
+
+
 def rejection_round_seed(seed, round_: int) -> tf.Tensor:
     """The int32 ``(2,)`` seed of rejection round ``round_`` > 0 for the sampling ``seed`` (an int
     or its ``(2,)`` seed): a hash of both, its second word 0 as ``randomness.as_seed`` of an int

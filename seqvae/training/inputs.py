@@ -56,6 +56,13 @@ class InMemoryData:
     def padding_fraction(self) -> float | None:
         return float(np.mean(self.fractions)) if self.fractions else None
 
+    def sample_ids(self, count: int, seed: int) -> np.ndarray:
+        """int32 ``(min(count, train_size), max_len)`` ids of training rows drawn at random."""
+        index = self.prepared.train_index
+        if count < len(index):
+            index = np.sort(np.random.default_rng(seed).choice(index, count, replace=False))
+        return self.prepared.ids[index]
+
 
 class StreamedData:
     """A streamed corpus (``seqvae.streaming``): nothing is held but the vocabulary."""
@@ -81,6 +88,11 @@ class StreamedData:
 
     def padding_fraction(self) -> float | None:
         return 1.0 - self.real / self.computed if self.computed else None
+
+    def sample_ids(self, count: int, seed: int) -> np.ndarray:
+        """int32 ``(<= count, max_len)``: the first ``count`` training sequences of the first
+        epoch's shuffled order (``seed`` unused: the stream's own seed orders it)."""
+        return self.stream.shuffled_sequences(count)
 
 
 def open_training_data(config: Config, data, stored, strict: bool, strategy,

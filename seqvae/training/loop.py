@@ -325,7 +325,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     if restored is not None:
         finished = _finished_reason(tcfg, counters, metrics_path)
         if finished:
-            return _finish_again(run_dir, config, finished, counters, model, chief, started)
+            return _finish_again(run_dir, config, finished, counters, model, chief, started,
+                                 source)
     planned = counters["planned"]
     if not tcfg.time_budget:  # a resumed run may train longer than first planned
         planned.assign(total_steps)
@@ -468,6 +469,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         files.append_jsonl(metrics_path, {"kind": "end", "step": step, "stop_reason": stop_reason,
                                           "time_budget": tcfg.time_budget,
                                           "skipped_steps": skipped})
+    if chief and config.model.prior == "aggregate" and stop_reason != "interrupted":
+        _fit_aggregate_prior(run_dir, config, source)
     if chief and tcfg.export_at_end and stop_reason != "interrupted":
         _export(run_dir)
     return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),
@@ -477,6 +480,22 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             "skipped_invalid": source.skipped, "skipped_nonfinite": skipped,
             "replicas": strategy.num_replicas_in_sync,
             "chief": chief, "weights_checksum": weights_checksum(model)}
+
+
+def _fit_aggregate_prior(run_dir: str, config: Config, source) -> None:
+    """``model.prior=aggregate``: keeps the aggregate posterior of ``model.prior_encodings``
+    training sequences as the run's prior (``seqvae.latent_prior.fit_aggregate``)."""
+    from seqvae import inference, latent_prior
+
+    started = time.monotonic()
+    ids = source.sample_ids(config.model.prior_encodings, config.train.seed)
+    mean, log_var = inference.encode_batches(run_lib.load_run(run_dir), ids)
+    latent_prior.save(run_dir, latent_prior.fit_aggregate(mean, log_var, source.source,
+                                                          config.model.prior_widen))
+    print(f"seqvae: prior: the aggregate posterior of {len(ids):,} training sequences drawn at "
+          f"random, each q(z|x) widened {config.model.prior_widen:g}x "
+          f"({time.monotonic() - started:.0f} s); sample and evaluate draw z from it",
+          file=sys.stderr, flush=True)
 
 
 def _export(run_dir: str) -> None:
@@ -504,12 +523,15 @@ def _finished_reason(config: TrainConfig, counters: dict, metrics_path: str) -> 
 
 
 def _finish_again(run_dir: str, config: Config, reason: str, counters: dict, model, chief: bool,
-                  started: float) -> dict:
+                  started: float, source) -> dict:
     """The summary of a run that had already finished (its export redone if it was lost)."""
     step = int(counters["step"].numpy())
     if chief:
         print(f"seqvae: {run_dir} already finished at step {step} ({reason}); nothing to train",
               file=sys.stderr, flush=True)
+        if config.model.prior == "aggregate" and not os.path.exists(
+                os.path.join(run_dir, "latent_prior.npz")):
+            _fit_aggregate_prior(run_dir, config, source)
         if config.train.export_at_end and not os.path.isdir(os.path.join(run_dir, "saved_model")):
             _export(run_dir)
     return {"run_dir": run_dir, "steps": step, "epochs": int(counters["epoch"].numpy()),

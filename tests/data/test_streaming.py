@@ -84,6 +84,11 @@ def test_batches_cover_every_training_line_once_and_split_by_hash(tmp_path):
     first_two = sum(len(b.numpy()) for b in list(data.batches(0))[:2])
     assert skipped == seen[first_two:]
     assert all(len(tok.tokenize(t)) + 1 <= scan["max_len"] for t in seen)
+    # the aggregate prior's draw: the first rows of epoch 0's shuffle, before bucketing, padded
+    firsts = data.shuffled_sequences(7)
+    assert firsts.shape == (7, scan["max_len"]) and firsts.dtype == np.int32
+    assert sorted(decode(r) for r in data.shuffled_sequences(10_000)) == sorted(seen)
+    np.testing.assert_array_equal(firsts, data.shuffled_sequences(7))
 
 
 @pytest.mark.slow
@@ -92,6 +97,7 @@ def test_streamed_training_resumes_exactly(tmp_path):
     config = tiny_config()
     config = dataclasses.replace(
         config, data=dataclasses.replace(config.data, streaming=True),
+        model=dataclasses.replace(config.model, prior="aggregate", prior_encodings=10),
         train=dataclasses.replace(config.train, epochs=2, checkpoint_every=3))
     straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
     summary = train(config, straight, pattern)
@@ -104,3 +110,6 @@ def test_streamed_training_resumes_exactly(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     epochs = [r for r in read_jsonl(os.path.join(straight, "metrics.jsonl")) if r["kind"] == "epoch"]
     assert len(epochs) == 2 and all(np.isfinite(r["val_loss"]) for r in epochs)
+    from seqvae import latent_prior  # the aggregate prior of 10 streamed training sequences
+
+    assert latent_prior.load(straight).sequences == 10
