@@ -359,7 +359,8 @@ def cmd_demo(args) -> int:
         unique = fraction_unique(valid) if valid else 0.0
         how = (f" (by rejection under the grammar: {100 * stats['rejected']:.1f}% of first draws "
                f"rejected, {100 * stats['masked']:.1f}% masked)" if stats.get("rejected") else "")
-        print(f"sampled {len(samples)} molecules from the prior at temperature {temperature:g}: "
+        print(f"sampled {len(samples)} molecules from the prior at temperature {temperature:g} "
+              f"(z from {inference.describe_prior(run)}): "
               f"valid {100 * fraction_valid(samples):.1f}%, unique (of valid) {100 * unique:.1f}%"
               f"{how} -> {path}")
     # drawn at random: MOSES's test file is ordered, its first lines are not a sample of it

@@ -226,6 +226,18 @@ def run_prior(run: Run, prior: str | None = None) -> str:
     return prior
 
 
+def describe_prior(run: Run, prior: str | None = None) -> str:
+    """Where ``prior`` (None: the run's own) draws z, in words: "N(0, I)", or what the run's
+    fitted prior is."""
+    if run_prior(run, prior) != "fitted":
+        return "N(0, I)"
+    fitted = latent_prior.load(run.run_dir)
+    if isinstance(fitted, latent_prior.AggregatePrior):
+        return (f"the aggregate posterior of {fitted.sequences:,} training encodings, each "
+                f"widened {fitted.widen:g}x")
+    return f"a fitted mixture of {fitted.components} Gaussian(s)"
+
+
 def prior_draw(run: Run, num: int, seed, prior: str | None = None) -> np.ndarray:
     """``num`` latent vectors float32 ``(num, latent_dim)`` from the standard or the fitted
     prior (None: the run's own, ``run_prior``), the same for a seed."""

@@ -183,8 +183,12 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(seqvae.config, "demo_config", tiny_demo)
     assert main(["demo", "--out", str(tmp_path / "demo"), "-n", "20",
                  "--temperatures", "1.0"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"sampled 20 molecules from the prior at temperature 1: valid \d+\.\d%.*"
+    out, err = capsys.readouterr()
+    assert ("then keeps the aggregate posterior of 50,000 training sequences as the prior "
+            "(widened 1.6x)" in err)  # the start line says so, and the end of training does it
+    assert re.search(r"prior: the aggregate posterior of \d+ training sequences", err)
+    assert re.search(r"sampled 20 molecules from the prior at temperature 1 \(z from the aggregate "
+                     r"posterior of \d+ training encodings, each widened 1.6x\): valid \d+\.\d%.*"
                      r"by rejection under the grammar: \d+\.\d% of first draws rejected", out)
     assert re.search(r"reconstructed \d+\.\d% of 20 MOSES test molecules drawn at random exactly", out)
     assert (tmp_path / "demo" / "samples_t1.smi").exists()

@@ -142,8 +142,8 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
 
     tick = time.monotonic()
     prior = inference.run_prior(run, prior)
-    prior_words = describe_prior(run, prior)
-    report(f"sampling {n_samples} sequences from the {prior_words}")
+    prior_words = inference.describe_prior(run, prior)
+    report(f"sampling {n_samples} sequences from the prior (z from {prior_words})")
     rejection = inference.rejection_rounds(run, rejection, grammar)
     sampling = {"rejection_rounds": rejection}
     samples = inference.sample(run, n_samples, seed=seed, progress=report, grammar=grammar,
@@ -220,19 +220,6 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means)
     report(f"report written to {results['report_dir']}")
     return results
-
-
-def describe_prior(run: Run, prior: str) -> str:
-    """``prior`` in words: "N(0, I)", or what the run's fitted prior is."""
-    if prior != "fitted":
-        return "standard prior N(0, I)"
-    from seqvae import latent_prior
-
-    fitted = latent_prior.load(run.run_dir)
-    if isinstance(fitted, latent_prior.AggregatePrior):
-        return (f"aggregate posterior of {fitted.sequences:,} training encodings (each widened "
-                f"{fitted.widen:g}x)")
-    return f"fitted prior ({fitted.components} Gaussian component(s))"
 
 
 def prior_hint(generation: dict, prior: str, run_dir: str) -> str | None:

@@ -587,6 +587,9 @@ def describe_limits(config: Config, source, total_steps: int) -> str:
     parts.append(f"stops after {tcfg.patience} validations without improvement"
                  if tcfg.patience else "no early stopping")
     parts.append(describe_precision(tcfg.precision))
+    if config.model.prior == "aggregate":
+        parts.append(f"then keeps the aggregate posterior of {config.model.prior_encodings:,} "
+                     f"training sequences as the prior (widened {config.model.prior_widen:g}x)")
     return "seqvae: training on " + ", ".join(parts)
 
 

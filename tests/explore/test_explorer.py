@@ -160,7 +160,7 @@ def test_samples_come_by_rejection_where_the_run_samples_so(run, explorer):
         run.config, model=dataclasses.replace(run.config.model, rejection_rounds=3)))
     by_rejection = Explorer(chosen, explorer.map)
     result = by_rejection.sample(40, temperature=1.0, seed=2)
-    z = np.random.default_rng(2).standard_normal((40, run.config.model.latent_dim)).astype(np.float32)
+    z = inference.prior_draw(chosen, 40, 2)  # the run's own prior, as `seqvae sample` draws it
     stats: dict = {}
     texts, drawn = inference.rejection_sample(chosen, z, 3, 1.0, seed=2, stats=stats,
                                               return_z=True)
