@@ -80,7 +80,9 @@ class ExportModule(tf.Module):
             prior = latent_prior.load(run.run_dir)
             if not isinstance(prior, latent_prior.AggregatePrior):
                 raise SeqvaeError(f"{run.run_dir}: model.prior=aggregate, but latent_prior.npz "
-                                  "holds another kind of prior")
+                                  "holds a fitted mixture (seqvae fit-prior --components), which "
+                                  "a SavedModel cannot carry; restore the run's own with "
+                                  f"'seqvae fit-prior {run.run_dir} --aggregate'")
             self.prior_means = tf.Variable(prior.means, trainable=False, name="prior_means")
             self.prior_scales = tf.Variable(prior.scales, trainable=False, name="prior_scales")
         tokens = run.vocab.tokens

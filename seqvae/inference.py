@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import os
 import sys
 import time
 from typing import Callable
@@ -243,6 +244,12 @@ def prior_draw(run: Run, num: int, seed, prior: str | None = None) -> np.ndarray
     prior (None: the run's own, ``run_prior``), the same for a seed."""
     prior = run_prior(run, prior)
     z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
+    if prior == "fitted" and run.config.model.prior == "aggregate" and not os.path.exists(
+            os.path.join(run.run_dir, latent_prior.FILENAME)):
+        raise SeqvaeError(f"{run.run_dir}: its prior (model.prior=aggregate) is kept when "
+                          f"training ends, and this run has not ended: finish it with 'seqvae "
+                          f"train --resume --out {run.run_dir}', or keep it now with 'seqvae "
+                          f"fit-prior {run.run_dir} --aggregate' (or sample --prior standard)")
     if prior == "fitted":
         return latent_prior.load(run.run_dir).transform(z, seed)
     if prior != "standard":

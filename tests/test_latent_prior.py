@@ -195,6 +195,9 @@ def test_a_run_trained_with_the_aggregate_prior_keeps_it_and_samples_it(tmp_path
     import os
 
     os.remove(os.path.join(run.run_dir, latent_prior.FILENAME))
+    with pytest.raises(SeqvaeError, match="kept when training ends.*--resume.*--aggregate"):
+        inference.sample(run, 2)
+    assert len(inference.sample(run, 2, prior="standard")) == 2
     train(config, run.run_dir, data=SMILES, resume=True)
     assert latent_prior.load(run.run_dir).sequences == 12
 
