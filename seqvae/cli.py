@@ -249,7 +249,13 @@ def cmd_reconstruct(args) -> int:
     from seqvae import inference
 
     run = _load(args.run_dir)
-    result = inference.reconstruct(run, args.data, num_samples=args.samples, seed=args.seed,
+    data = args.data
+    if args.limit:  # drawn at random: a file in some order (MOSES's) is not described by its head
+        from seqvae.data.sources import random_subset, read_sequences
+
+        data = random_subset(read_sequences(data, run.config.data.column), args.limit,
+                             seed=args.seed).texts
+    result = inference.reconstruct(run, data, num_samples=args.samples, seed=args.seed,
                                    strict=args.strict, grammar=not args.no_grammar,
                                    beam_width=args.beam)
     if args.json:
@@ -461,7 +467,7 @@ EXAMPLES = {
     "fit-prior": "seqvae fit-prior runs/demo\n  seqvae sample runs/demo --prior fitted -n 1000",
     "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
     "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
-    "reconstruct": "seqvae reconstruct runs/demo moses:test --samples 10 --json",
+    "reconstruct": "seqvae reconstruct runs/demo moses:test --samples 10 --json\n  seqvae reconstruct runs/demo moses:test --limit 1000 --samples 0 --beam 5",
     "evaluate": "seqvae evaluate runs/demo --no-fcd\n  seqvae evaluate runs/mine --test held_out.smi --train data.smi -n 10000",
     "interpolate": "seqvae interpolate runs/demo 'CCO' 'c1ccccc1O' --steps 8 --slerp",
     "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --all-precisions\n  seqvae doctor --set model.decoder_layers=1",
@@ -622,6 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("data")
     p.add_argument("--samples", type=int, default=10, help="z draws per sequence")
+    p.add_argument("--limit", type=int, default=0,
+                   help="N sequences drawn at random with --seed (0: all); `--limit 1000` on "
+                   "moses:test is the demo's draw")
     _add_beam_option(p)
     _add_grammar_option(p)
     p.add_argument("--seed", type=int, default=0)

@@ -25,9 +25,9 @@ widened by ``w`` (``model.prior_widen``; a kernel density estimate whose kernels
 posteriors). It is what the decoder learned to read, holes and all, where 100 full-covariance
 components still leave some. Measured on the demo (``bench/latent_ablation.md``, session 25):
 z from the posteriors of 50,000 training molecules, sampled by rejection under the grammar, FCD/Test
-0.94 at w = 1 against 3.29 for a fitted mixture of 100 and 5.60 for N(0, I); but about one sample
+0.89 at w = 1 against 3.29 for a fitted mixture of 100 and 5.60 for N(0, I); but about one sample
 in four is then a training molecule (novelty 0.75: each kernel sits on one); w = 1.4 gives
-novelty 0.85 at FCD 1.32. A sample draws its kernel ``i`` uniformly and its noise ``eps`` from
+novelty 0.85 at FCD 1.41. A sample draws its kernel ``i`` uniformly and its noise ``eps`` from
 the seed in TensorFlow (``decoding.prior_z``, ``aggregate_z``), so the exported ``sample``
 signature draws the same z as seqvae.
 

@@ -122,6 +122,9 @@ def test_encode_decode_reconstruct_interpolate(run_dir, tmp_path, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 5
     assert main(["reconstruct", run_dir, str(data), "--samples", "0", "--beam", "3"]) == 0
     assert "beam 3 from mean z:  exact reconstruction" in capsys.readouterr().out
+    assert main(["reconstruct", run_dir, str(data), "--samples", "0", "--limit", "2",
+                 "--json"]) == 0  # 2 of the 3 lines, drawn at random
+    assert json.loads(capsys.readouterr().out)["sequences"] == 2
     assert main(["decode", run_dir, str(z), "--beam", "3"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
 
