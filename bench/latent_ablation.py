@@ -223,7 +223,8 @@ def measure(run_dir: str, args) -> dict:
     from seqvae.training import load_run
 
     run = load_run(run_dir)
-    test = read_sequences("moses:test").texts
+    seqs = read_sequences("moses:test")
+    test = seqs.texts
     # A run whose vocabulary was fitted on its training subset (Kekule, SELFIES) may not encode
     # every test molecule (a rare token, a longer string): the measures take the first ones it
     # can encode, and the row counts those passed over.
@@ -233,7 +234,6 @@ def measure(run_dir: str, args) -> dict:
         from seqvae.data.sources import random_subset
         from seqvae.evaluation.moses_metrics import moses_reference
 
-        seqs = read_sequences("moses:test")
         test = random_subset(seqs, wanted, seed=0).texts  # the demo's 1,000, then spares
         drawn = set(test)
         test += [t for t in random_subset(seqs, 2 * wanted, seed=1).texts if t not in drawn]

@@ -41,11 +41,10 @@ import tempfile
 
 import tensorflow as tf
 
+from seqvae import inference, latent_prior
 from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
 from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS
 from seqvae.errors import SeqvaeError
-from seqvae import inference, latent_prior
-from seqvae.inference import rejection_rounds
 from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run, load_run
 
@@ -71,13 +70,13 @@ class ExportModule(tf.Module):
         # SMILES runs decode under the grammar mask, as seqvae's own decoding does; its tables
         # become constants of the traced signatures (kept out of the object graph).
         object.__setattr__(self, "grammar", run.grammar)
-        self.rejection_rounds = rejection_rounds(run)
+        self.rejection_rounds = inference.rejection_rounds(run)
         self.latent_dim = run.config.model.latent_dim
         # model.prior=aggregate: ``sample`` draws z from the run's aggregate posterior, as
         # seqvae's own sampling does by default (``inference.run_prior``)
         self.prior_means = self.prior_scales = None
         if inference.run_prior(run) == "fitted":
-            prior = latent_prior.load(run.run_dir)
+            prior = inference.loaded_prior(run)
             if not isinstance(prior, latent_prior.AggregatePrior):
                 raise SeqvaeError(f"{run.run_dir}: model.prior=aggregate, but latent_prior.npz "
                                   "holds a fitted mixture (seqvae fit-prior --components), which "

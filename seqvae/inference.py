@@ -227,12 +227,29 @@ def run_prior(run: Run, prior: str | None = None) -> str:
     return prior
 
 
+def loaded_prior(run: Run):
+    """The run's fitted prior (``latent_prior.load``), read once per version of its file: the
+    aggregate posterior is 25 MB, and a command draws from it many times (every rejection
+    round, every explorer request); ``seqvae fit-prior`` replacing the file is read anew."""
+    path = os.path.join(run.run_dir, latent_prior.FILENAME)
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return latent_prior.load(run.run_dir)  # its one-line error
+    key = (id(run.model), "latent_prior", stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    if key not in run.compiled:
+        for old in [k for k in run.compiled if k[1:2] == ("latent_prior",)]:
+            del run.compiled[old]  # an earlier version of the file
+        run.compiled[key] = latent_prior.load(run.run_dir)
+    return run.compiled[key]
+
+
 def describe_prior(run: Run, prior: str | None = None) -> str:
     """Where ``prior`` (None: the run's own) draws z, in words: "N(0, I)", or what the run's
     fitted prior is."""
     if run_prior(run, prior) != "fitted":
         return "N(0, I)"
-    fitted = latent_prior.load(run.run_dir)
+    fitted = loaded_prior(run)
     if isinstance(fitted, latent_prior.AggregatePrior):
         return (f"the aggregate posterior of {fitted.sequences:,} training encodings, each "
                 f"widened {fitted.widen:g}x")
@@ -251,7 +268,7 @@ def prior_draw(run: Run, num: int, seed, prior: str | None = None) -> np.ndarray
                           f"train --resume --out {run.run_dir}', or keep it now with 'seqvae "
                           f"fit-prior {run.run_dir} --aggregate' (or sample --prior standard)")
     if prior == "fitted":
-        return latent_prior.load(run.run_dir).transform(z, seed)
+        return loaded_prior(run).transform(z, seed)
     if prior != "standard":
         raise SeqvaeError(f"prior must be one of {', '.join(latent_prior.PRIORS)}, got {prior!r}")
     return z

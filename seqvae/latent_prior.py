@@ -45,7 +45,6 @@ from seqvae import files
 from seqvae.errors import SeqvaeError
 
 FILENAME = "latent_prior.npz"
-
 PRIORS = ("standard", "fitted")
 _JITTER = 1e-6  # added to every covariance's diagonal: numerically positive definite
 

@@ -90,6 +90,9 @@ def test_fitted_prior_round_trip_and_sampling(run, tmp_path, capsys):
     assert len(fitted) == 6
     with pytest.raises(SeqvaeError, match="prior must be"):
         inference.sample(run, 2, prior="other")
+    assert inference.loaded_prior(run) is inference.loaded_prior(run)  # read once
+    inference.fit_prior(run, SMILES, components=2)  # a new file is read anew
+    assert inference.loaded_prior(run).components == 2
 
     data = tmp_path / "mols.smi"
     data.write_text("\n".join(SMILES[:10]) + "\n")
