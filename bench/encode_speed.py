@@ -132,6 +132,27 @@ def matmul_rates() -> list[str]:
     return lines
 
 
+def rdkit_ceilings(data: str) -> list[str]:
+    """What RDKit's share of ``seqvae encode`` costs on ``data`` (one core, timed once): the
+    validity check of an aromatic run (``chemistry.invalid_smiles``) and the check-and-convert of
+    a Kekule run (``chemistry.checked_kekule_smiles``), each with the mol/s ``seqvae encode``
+    cannot pass on this machine's cores even if tokenizing and encoding cost nothing."""
+    from seqvae.data import chemistry, sources
+
+    texts = sources.read_sequences(data).texts
+    cores = len(os.sched_getaffinity(0))
+    lines = [f"{len(texts)} molecules from {data}, {cores} cores"]
+    for what, job in (("validity check (aromatic runs)", chemistry.invalid_smiles),
+                      ("check and Kekule conversion (Kekule runs, the demo)",
+                       chemistry.checked_kekule_smiles)):
+        started = time.process_time()
+        job(texts)
+        seconds = time.process_time() - started
+        lines.append(f"RDKit {what}: {seconds:.1f} core-s, so at most "
+                     f"{len(texts) * cores / seconds:,.0f} mol/s on {cores} cores")
+    return lines
+
+
 def _write_lines(source: str, path: str, limit: int) -> int:
     from seqvae.data import sources
 
@@ -155,6 +176,8 @@ def main() -> None:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--matmul-only", action="store_true",
                         help="print only TensorFlow's matmul rates (the arithmetic ceiling)")
+    parser.add_argument("--rdkit-only", action="store_true",
+                        help="print only what RDKit's check and Kekule conversion cost (a ceiling)")
     parser.add_argument("--output-dir", default="bench/encode_speed_out")
     parser.add_argument("--worker", choices=("moses",), help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=512, help=argparse.SUPPRESS)
@@ -166,6 +189,10 @@ def main() -> None:
 
     if args.matmul_only:
         print("\n".join(matmul_rates()))
+        return
+    if args.rdkit_only:
+        sys.path.insert(0, REPO)
+        print("\n".join(rdkit_ceilings(args.data)))
         return
     if not args.run:
         parser.error("--run is required")

@@ -282,9 +282,14 @@ def _grammar_check(run: Run, compiled: bool = False):
         jit_compile=compiled or None))
 
 
-def _first_violations(run: Run, ids: np.ndarray, batch_size: int, compiled: bool) -> np.ndarray:
-    """``_grammar_check`` over ``ids (N, T)`` in batches -> ``(N,)``; under XLA every batch is
-    padded to ``batch_size`` rows, so that it compiles once."""
+def first_violations(run: Run, ids: np.ndarray, batch_size: int = 1000,
+                     compiled: bool | None = None) -> np.ndarray:
+    """The first position of each row of ``ids (N, T)`` that the run's grammar rejects, ``(N,)``
+    int (-1: none), checked in batches of ``batch_size`` rows. ``compiled``: under XLA, every
+    batch padded to ``batch_size`` rows so that it compiles once; None: from
+    ``COMPILED_MASK_MIN`` rows on."""
+    if compiled is None:
+        compiled = len(ids) >= COMPILED_MASK_MIN
     check = _grammar_check(run, compiled)
     firsts = []
     for start in range(0, len(ids), batch_size):
@@ -353,7 +358,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
                           temperature=temperature, top_k=top_k, seed=round_seed,
                           batch_size=batch_size, grammar=False)
         ids = np.concatenate(ids_list) if ids_list else np.zeros((0, run.max_len), np.int32)
-        bad = _first_violations(run, ids, batch_size, compiled) >= 0
+        bad = first_violations(run, ids, batch_size, compiled) >= 0
         for row, text in zip(pending[~bad], ids_to_texts(run.codec, ids[~bad])):
             texts[row] = text
         if rejected_first is None:

@@ -69,8 +69,8 @@ def test_the_grammar_check_under_xla_finds_what_the_plain_one_finds(run, monkeyp
     inference.decode_id_batches(run, prior_z(250, run.config.model.latent_dim, 4).numpy(),
                                 ids.append, greedy=False, seed=4, grammar=False)
     ids = np.concatenate(ids)
-    plain = inference._first_violations(run, ids, 100, compiled=False)  # batches 100, 100, 50
-    compiled = inference._first_violations(run, ids, 100, compiled=True)  # the 50 padded
+    plain = inference.first_violations(run, ids, 100, compiled=False)  # batches 100, 100, 50
+    compiled = inference.first_violations(run, ids, 100, compiled=True)  # the 50 padded
     assert plain.shape == (250,) and (plain >= 0).any() and (plain < 0).any()
     np.testing.assert_array_equal(compiled, plain)
     # Rejection sampling of COMPILED_MASK_MIN rows or more checks under XLA: the same texts.
