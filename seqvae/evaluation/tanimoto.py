@@ -8,6 +8,15 @@ BLAS that it replaced (140 against 56 million pairs a second, ``bench/tanimoto_s
 product spends 1,024 multiply-adds on a pair of 1,024-bit fingerprints, the count 16 ANDs and 16
 popcounts), and gives identical values: both count the same integers exactly and divide in
 float32.
+
+On CPUs with AMX (``amx_bf16``), intersections are counted instead as a bfloat16 product of the
+unpacked bits (``METHOD``): AMX multiplies bfloat16 tiles several times faster than the popcount
+runs, and counts up to 256 are exact in bfloat16 (the product accumulates in float32; a count
+never exceeds the smaller fingerprint's bits, so the product is used only where every
+fingerprint has at most 256 bits set: MOSES molecules have at most about 60 of 1,024). The
+Tanimoto and its maximum or mean are the popcount kernel's, fused under XLA: the same values.
+On a 2-core Intel Xeon with AMX (family 6 model 167): 208 against 125 million pairs a second
+(``bench/tanimoto_speed.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ import numpy as np
 GEN_BLOCK = 256  # generated fingerprints per call
 REF_BLOCK = 32768  # reference fingerprints per call: (GEN_BLOCK, REF_BLOCK) float32 = 32 MB
 SMALLEST_BLOCKS = (32, 1024)  # small sets are padded up to these: one compilation serves them all
+METHOD = "auto"  # "popcount" | "matmul" (a bfloat16 product) | "auto": matmul on CPUs with AMX
+EXACT_BF16_COUNT = 256  # the largest count bfloat16 holds exactly (8 significant bits)
 
 
 def aggregate_tanimoto(gen_bits: np.ndarray, ref_bits: np.ndarray, *, agg: str, p: int = 1,
@@ -42,16 +53,23 @@ def aggregate_tanimoto(gen_bits: np.ndarray, ref_bits: np.ndarray, *, agg: str, 
                else np.asarray(ref_weights, np.float32))
     rows = _block_size(len(gen), SMALLEST_BLOCKS[0], GEN_BLOCK)
     cols = _block_size(len(ref), SMALLEST_BLOCKS[1], REF_BLOCK)
-    block = _block_function(agg, p)
+    prepare = None  # the popcount block takes numpy arrays as they are
+    if _use_matmul(gen_bits, ref_bits):
+        gen, ref = _Unpacked(gen_bits), _Unpacked(ref_bits)
+        block, prepare = _matmul_block_function(agg, p), _as_bf16_tensors
+    else:
+        block = _block_function(agg, p)
     result = np.zeros(len(gen), np.float64)
     for start in range(0, len(ref), cols):
         count = min(cols, len(ref) - start)
         ref_block = _padded(ref[start:start + count], cols)
+        if prepare is not None:  # once per reference block, not once per generated block
+            ref_block = prepare(ref_block)
         weight_block = _padded(weights[start:start + count], cols)  # padding weighs 0
         valid = np.arange(cols) < count
         for row in range(0, len(gen), rows):
             gen_block = _padded(gen[row:row + rows], rows)
-            part = block(gen_block, ref_block, weight_block, valid).numpy()[:len(gen) - row]
+            part = block(gen_block, ref_block, weight_block, valid)[:len(gen) - row]
             target = result[row:row + rows]
             if agg == "max":
                 np.maximum(target, part, out=target)
@@ -60,6 +78,55 @@ def aggregate_tanimoto(gen_bits: np.ndarray, ref_bits: np.ndarray, *, agg: str, 
     if agg == "mean" and p != 1:
         result **= 1.0 / p
     return result
+
+
+def _use_matmul(gen_bits: np.ndarray, ref_bits: np.ndarray) -> bool:
+    """Whether ``METHOD`` counts by the bfloat16 product: "matmul", or "auto" on a CPU with AMX;
+    never where a fingerprint has more than ``EXACT_BF16_COUNT`` bits set."""
+    if METHOD not in ("auto", "popcount", "matmul"):
+        raise ValueError(f"tanimoto.METHOD must be auto, popcount or matmul, not {METHOD!r}")
+    if METHOD == "popcount" or (METHOD == "auto" and "amx_bf16" not in _cpu_bf16_flags()):
+        return False
+    return all(not len(bits) or _bit_counts(bits).max() <= EXACT_BF16_COUNT
+               for bits in (gen_bits, ref_bits))
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_bf16_flags() -> tuple[str, ...]:
+    from seqvae.training.precision import cpu_bf16_flags
+
+    return cpu_bf16_flags()
+
+
+def _bit_counts(packed: np.ndarray) -> np.ndarray:
+    """(N, B) uint8 packed bits -> (N,) float32 bits set."""
+    return _BYTE_BITS[np.ascontiguousarray(packed, np.uint8)].sum(axis=1, dtype=np.float32)
+
+
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1)
+
+
+def _as_bf16_tensors(block: tuple[np.ndarray, np.ndarray]):
+    """An unpacked block ``(bits, counts)`` as TensorFlow tensors: bits bfloat16, counts float32."""
+    import tensorflow as tf
+
+    bits, counts = block
+    return tf.cast(tf.constant(bits), tf.bfloat16), tf.constant(counts)
+
+
+class _Unpacked:
+    """Packed fingerprints sliced as the matmul block takes them: a slice of rows gives
+    ``(bits (n, 8B) bfloat16-ready uint8, counts (n,) float32)``, unpacked only when sliced."""
+
+    def __init__(self, packed: np.ndarray):
+        self.packed = np.ascontiguousarray(packed, np.uint8)
+        self.counts = _bit_counts(self.packed)
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+    def __getitem__(self, rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        return np.unpackbits(self.packed[rows], axis=1), self.counts[rows]
 
 
 def _words(packed: np.ndarray) -> np.ndarray:
@@ -76,8 +143,10 @@ def _block_size(count: int, smallest: int, largest: int) -> int:
     return min(largest, max(smallest, 1 << max(0, count - 1).bit_length()))
 
 
-def _padded(array: np.ndarray, size: int) -> np.ndarray:
-    """``array`` with zero rows appended up to ``size`` rows."""
+def _padded(array, size: int):
+    """``array`` (or each array of a tuple) with zero rows appended up to ``size`` rows."""
+    if isinstance(array, tuple):
+        return tuple(_padded(part, size) for part in array)
     if len(array) == size:
         return array
     return np.concatenate([array, np.zeros((size - len(array), *array.shape[1:]), array.dtype)])
@@ -104,4 +173,34 @@ def _block_function(agg: str, p: int):
             similarity = similarity ** p
         return tf.reduce_sum(similarity * weights[None, :], axis=1)
 
-    return block
+    return lambda gen, ref, weights, valid: block(gen, ref, weights, valid).numpy()
+
+
+@functools.lru_cache(maxsize=None)
+def _matmul_block_function(agg: str, p: int):
+    """The block by a bfloat16 product: ``((g, bits) uint8, (g,) counts)`` generated and
+    ``((r, bits) bfloat16, (r,) float32)`` tensors of references (``_as_bf16_tensors``), (r,) weights and validity -> (g,). The product runs outside XLA (oneDNN
+    takes it to AMX); the Tanimoto and its aggregate are the popcount block's, fused under XLA."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True, autograph=False)
+    def aggregate(shared, gen_counts, ref_counts, weights, valid):
+        shared = tf.cast(shared, tf.float32)  # exact: every count <= EXACT_BF16_COUNT
+        union = gen_counts[:, None] + ref_counts[None, :] - shared
+        similarity = tf.where(union > 0, shared / tf.maximum(union, 1.0), 1.0)
+        if agg == "max":
+            return tf.reduce_max(tf.where(valid[None, :], similarity, -1.0), axis=1)
+        if p != 1:
+            similarity = similarity ** p
+        return tf.reduce_sum(similarity * weights[None, :], axis=1)
+
+    @tf.function(autograph=False)
+    def block(gen_bits, ref_bits, gen_counts, ref_counts, weights, valid):
+        shared = tf.linalg.matmul(gen_bits, ref_bits, transpose_b=True)  # bfloat16 (g, r)
+        return aggregate(shared, gen_counts, ref_counts, weights, valid)
+
+    def run(gen, ref, weights, valid):
+        gen_bits, gen_counts = _as_bf16_tensors(gen)
+        return block(gen_bits, ref[0], gen_counts, ref[1], weights, valid).numpy()
+
+    return run

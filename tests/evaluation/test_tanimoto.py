@@ -32,8 +32,10 @@ def test_tanimoto_matches_rdkit_on_molecules():
     np.testing.assert_allclose(nearest_other, expected[:2, 2:].max(1), atol=1e-6)
 
 
+@pytest.mark.parametrize("method", ["popcount", "matmul"])
 @pytest.mark.parametrize("blocks", [(256, 32768), (4, 8)])  # one block; many, with padding
-def test_blocks_and_padding_give_the_definition(monkeypatch, blocks):
+def test_blocks_and_padding_give_the_definition(monkeypatch, blocks, method):
+    monkeypatch.setattr(tanimoto, "METHOD", method)
     monkeypatch.setattr(tanimoto, "GEN_BLOCK", blocks[0])
     monkeypatch.setattr(tanimoto, "REF_BLOCK", blocks[1])
     monkeypatch.setattr(tanimoto, "SMALLEST_BLOCKS", (min(32, blocks[0]), min(1024, blocks[1])))
@@ -57,3 +59,41 @@ def test_rejects_fingerprints_not_in_whole_words():
         aggregate_tanimoto(np.zeros((2, 12), np.uint8), np.zeros((2, 12), np.uint8), agg="max")
     with pytest.raises(ValueError, match="agg"):
         aggregate_tanimoto(np.zeros((2, 8), np.uint8), np.zeros((2, 8), np.uint8), agg="min")
+
+
+def test_the_bfloat16_product_gives_the_popcounts_values_exactly(monkeypatch):
+    rng = np.random.default_rng(1)
+    gen = np.packbits(rng.random((70, 1024)) < rng.uniform(0.01, 0.2, (70, 1)), axis=1)
+    ref = np.packbits(rng.random((300, 1024)) < rng.uniform(0.01, 0.2, (300, 1)), axis=1)
+    gen[0], ref[0] = 0, 0
+    gen[1, :32], gen[1, 32:] = 255, 0  # 256 bits set, all shared with ref[1]: the largest count
+    ref[1] = gen[1]
+    ref[2, :31], ref[2, 31:] = 255, 0  # 248 of them
+    assert np.unpackbits(np.concatenate([gen, ref]), axis=1).sum(1).max() == 256
+    weights = np.full(len(ref), 1 / len(ref))
+    results = {}
+    for method in ("popcount", "matmul"):
+        monkeypatch.setattr(tanimoto, "METHOD", method)
+        assert tanimoto._use_matmul(gen, ref) == (method == "matmul")
+        results[method] = (aggregate_tanimoto(gen, ref, agg="max"),
+                           aggregate_tanimoto(gen, ref, agg="mean", p=2, ref_weights=weights))
+    np.testing.assert_array_equal(results["popcount"][0], results["matmul"][0])
+    np.testing.assert_allclose(results["popcount"][1], results["matmul"][1], rtol=1e-6)
+
+
+def test_auto_takes_the_product_only_with_amx_and_counts_bfloat16_holds(monkeypatch):
+    few = np.packbits(np.eye(8, 1024, dtype=bool), axis=1)
+    many = few.copy()
+    many[0] = 255  # 1,024 bits set: a count bfloat16 cannot hold exactly
+    monkeypatch.setattr(tanimoto, "_cpu_bf16_flags", lambda: ("avx512_bf16",))
+    assert not tanimoto._use_matmul(few, few)
+    monkeypatch.setattr(tanimoto, "_cpu_bf16_flags", lambda: ("avx512_bf16", "amx_bf16"))
+    assert tanimoto._use_matmul(few, few)
+    assert not tanimoto._use_matmul(few, many) and not tanimoto._use_matmul(many, few)
+    monkeypatch.setattr(tanimoto, "METHOD", "matmul")
+    assert not tanimoto._use_matmul(many, few)  # forced, still never inexact
+    np.testing.assert_array_equal(aggregate_tanimoto(many, few, agg="max"),
+                                  _dense_tanimoto(many, few).max(1).astype(np.float32))
+    monkeypatch.setattr(tanimoto, "METHOD", "fastest")
+    with pytest.raises(ValueError, match="METHOD"):
+        aggregate_tanimoto(few, few, agg="max")
