@@ -99,7 +99,8 @@ def main() -> int:
     bound = exact_sampler_bound(run, args.samples, args.seed)
     print(f"\nexact samplers' bound, in decoded tokens (no-grammar draw: {bound['rejected']:.1%} "
           f"rejected; strings {bound['mean_length']:.1f} tokens, accepted {bound['accepted_length']:.1f}, "
-          f"rejected {bound['rejected_length']:.1f}, violation at token {bound['violation_at']:.1f}): "
+          f"rejected {bound['rejected_length']:.1f}, violation at token {bound['violation_at']:.1f}, "
+          f"{bound['at_eos']:.0%} of them an <eos> with something still open): "
           f"decoding every rejected string whole {bound['whole']:.3f}x, stopping it at its "
           f"violation {bound['stopped']:.3f}x the molecules a second of sampling without the grammar")
     return 0
@@ -112,7 +113,7 @@ def exact_sampler_bound(run, samples: int, seed: int) -> dict:
     import numpy as np
 
     from seqvae import inference
-    from seqvae.data.vocabulary import PAD_ID
+    from seqvae.data.vocabulary import EOS_ID, PAD_ID
 
     z = inference.prior_draw(run, samples, seed)
     batches: list = []
@@ -127,7 +128,8 @@ def exact_sampler_bound(run, samples: int, seed: int) -> dict:
     out = {"rejected": rejected, "mean_length": float(lengths.mean()),
            "accepted_length": accepted_length,
            "rejected_length": float(lengths[bad].mean()) if bad.any() else 0.0,
-           "violation_at": float((first[bad] + 1).mean()) if bad.any() else 0.0}
+           "violation_at": float((first[bad] + 1).mean()) if bad.any() else 0.0,
+           "at_eos": float((ids[bad, first[bad]] == EOS_ID).mean()) if bad.any() else 0.0}
     out["whole"] = out["mean_length"] / (accepted_length + odds * out["rejected_length"])
     out["stopped"] = out["mean_length"] / (accepted_length + odds * out["violation_at"])
     return out
