@@ -14,9 +14,9 @@ traces and XLA compiles, which a command pays once: printed as "first call s"), 
 compare steady states. Last, the bound on any exact sampler of ``p(x | x grammatical)`` that
 decodes from the model: counting decoded tokens, a sample costs the accepted string's tokens plus
 ``r / (1 - r)`` rejected strings, each stopped at its violation at best, against one string of any
-kind without the grammar (measured on the no-grammar draw's own strings). z comes from the run's own prior (``inference.run_prior``: the aggregate
-posterior for the demo since session 25). Run it with nothing else on the cores: the times are
-compared with each other.
+kind without the grammar (measured on the no-grammar draw's own strings). z comes from the
+run's own prior (``inference.run_prior``: the aggregate posterior for the demo since session 25).
+Run it with nothing else on the cores: the times are compared with each other.
 """
 
 from __future__ import annotations
@@ -91,18 +91,19 @@ def main() -> int:
               f"{row['novelty']:.3f} | {fcd} | {shares} | {row['first call s']} | {row['s']} | "
               f"{row['mol_per_s']:.0f} | {row['valid_per_s']:.0f} |")
     plain = rows[0]
-    for row in rows[1:]:
-        print(f"\n{row['sampling']} / no grammar: {row['mol_per_s'] / plain['mol_per_s']:.3f}x "
-              f"the molecules a second, {row['valid_per_s'] / plain['valid_per_s']:.3f}x the valid ones",
-              end="")
     print()
-    bound = exact_sampler_bound(run, args.samples, args.seed)
-    print(f"\nexact samplers' bound, in decoded tokens (no-grammar draw: {bound['rejected']:.1%} "
-          f"rejected; strings {bound['mean_length']:.1f} tokens, accepted {bound['accepted_length']:.1f}, "
-          f"rejected {bound['rejected_length']:.1f}, violation at token {bound['violation_at']:.1f}, "
-          f"{bound['at_eos']:.0%} of them an <eos> with something still open): "
-          f"decoding every rejected string whole {bound['whole']:.3f}x, stopping it at its "
-          f"violation {bound['stopped']:.3f}x the molecules a second of sampling without the grammar")
+    for row in rows[1:]:
+        raw = row["mol_per_s"] / plain["mol_per_s"]
+        valid = row["valid_per_s"] / plain["valid_per_s"]
+        print(f"{row['sampling']} / no grammar: {raw:.3f}x the molecules a second, "
+              f"{valid:.3f}x the valid ones")
+    b = exact_sampler_bound(run, args.samples, args.seed)
+    print(f"\nexact samplers' bound, in decoded tokens (no-grammar draw: {b['rejected']:.1%} "
+          f"rejected; strings {b['mean_length']:.1f} tokens, accepted {b['accepted_length']:.1f}, "
+          f"rejected {b['rejected_length']:.1f}, violation at token {b['violation_at']:.1f}, "
+          f"{b['at_eos']:.0%} of them an <eos> with something still open): decoding every "
+          f"rejected string whole {b['whole']:.3f}x, stopping it at its violation "
+          f"{b['stopped']:.3f}x the molecules a second of sampling without the grammar")
     return 0
 
 

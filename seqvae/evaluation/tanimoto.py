@@ -152,6 +152,21 @@ def _padded(array, size: int):
     return np.concatenate([array, np.zeros((size - len(array), *array.shape[1:]), array.dtype)])
 
 
+def _aggregated(shared, gen_counts, ref_counts, weights, valid, agg: str, p: int):
+    """Tanimoto from intersection counts ``shared`` float32 ``(g, r)`` and bit counts ``(g,)``,
+    ``(r,)`` (exact integers in float32), then its max over the valid references or its weighted
+    power mean -> ``(g,)``; two empty fingerprints have similarity 1."""
+    import tensorflow as tf
+
+    union = gen_counts[:, None] + ref_counts[None, :] - shared
+    similarity = tf.where(union > 0, shared / tf.maximum(union, 1.0), 1.0)
+    if agg == "max":
+        return tf.reduce_max(tf.where(valid[None, :], similarity, -1.0), axis=1)
+    if p != 1:
+        similarity = similarity ** p
+    return tf.reduce_sum(similarity * weights[None, :], axis=1)
+
+
 @functools.lru_cache(maxsize=None)
 def _block_function(agg: str, p: int):
     """The compiled block: (g, W) and (r, W) uint64 words, (r,) weights and validity -> (g,)."""
@@ -164,14 +179,8 @@ def _block_function(agg: str, p: int):
     @tf.function(jit_compile=True, autograph=False)  # no tensor-dependent Python control flow
     def block(gen, ref, weights, valid):
         shared = counts(tf.bitwise.bitwise_and(gen[:, None, :], ref[None, :, :]))  # (g, r)
-        union = counts(gen)[:, None] + counts(ref)[None, :] - shared
-        similarity = tf.where(union > 0, tf.cast(shared, tf.float32)
-                              / tf.cast(tf.maximum(union, 1), tf.float32), 1.0)
-        if agg == "max":
-            return tf.reduce_max(tf.where(valid[None, :], similarity, -1.0), axis=1)
-        if p != 1:
-            similarity = similarity ** p
-        return tf.reduce_sum(similarity * weights[None, :], axis=1)
+        return _aggregated(tf.cast(shared, tf.float32), tf.cast(counts(gen), tf.float32),
+                           tf.cast(counts(ref), tf.float32), weights, valid, agg, p)
 
     return lambda gen, ref, weights, valid: block(gen, ref, weights, valid).numpy()
 
@@ -179,20 +188,15 @@ def _block_function(agg: str, p: int):
 @functools.lru_cache(maxsize=None)
 def _matmul_block_function(agg: str, p: int):
     """The block by a bfloat16 product: ``((g, bits) uint8, (g,) counts)`` generated and
-    ``((r, bits) bfloat16, (r,) float32)`` tensors of references (``_as_bf16_tensors``), (r,) weights and validity -> (g,). The product runs outside XLA (oneDNN
-    takes it to AMX); the Tanimoto and its aggregate are the popcount block's, fused under XLA."""
+    ``((r, bits) bfloat16, (r,) float32)`` tensors of references (``_as_bf16_tensors``), (r,)
+    weights and validity -> (g,). The product runs outside XLA (oneDNN takes it to AMX); the
+    Tanimoto and its aggregate are the popcount block's (``_aggregated``), fused under XLA."""
     import tensorflow as tf
 
     @tf.function(jit_compile=True, autograph=False)
     def aggregate(shared, gen_counts, ref_counts, weights, valid):
         shared = tf.cast(shared, tf.float32)  # exact: every count <= EXACT_BF16_COUNT
-        union = gen_counts[:, None] + ref_counts[None, :] - shared
-        similarity = tf.where(union > 0, shared / tf.maximum(union, 1.0), 1.0)
-        if agg == "max":
-            return tf.reduce_max(tf.where(valid[None, :], similarity, -1.0), axis=1)
-        if p != 1:
-            similarity = similarity ** p
-        return tf.reduce_sum(similarity * weights[None, :], axis=1)
+        return _aggregated(shared, gen_counts, ref_counts, weights, valid, agg, p)
 
     @tf.function(autograph=False)
     def block(gen_bits, ref_bits, gen_counts, ref_counts, weights, valid):
