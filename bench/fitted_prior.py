@@ -12,12 +12,15 @@ and the fit's time; ``--aggregate W1,W2`` adds the aggregate-posterior prior of 
 encodings widened by each factor (``seqvae fit-prior --aggregate --widen W``; the demo's
 ``model.prior=aggregate``). Samples are drawn as ``seqvae sample`` draws them (by rejection under
 the grammar for the demo: the share of first draws rejected is printed). The ``--bounds`` rows
-decode under the grammar mask. Leaves the last fitted prior in the run directory.
+decode under the grammar mask. The run's own prior file (``RUN/latent_prior.npz``: the demo's
+aggregate posterior) is put back as it was at the end, even if the bench fails; a run without
+one is left without one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -66,23 +69,25 @@ def main() -> int:
     rows = bound_rows(run, args, train, train_set, test, reference) if args.bounds else []
     names = (["standard"] + [f"fitted-{k}" for k in filter(None, args.components.split(","))]
              + [f"aggregate-{w}" for w in filter(None, args.aggregate.split(","))])
-    for name in names:
-        row, started = {"prior": name}, time.monotonic()
-        kind, _, size = name.partition("-")
-        if kind != "standard":
-            inference.fit_prior(run, "moses:train", limit=args.fit_limit,
-                                components=int(size) if kind == "fitted" else 1,
-                                aggregate=kind == "aggregate",
-                                widen=float(size) if kind == "aggregate" else None)
-            row["fit_s"] = round(time.monotonic() - started, 1)
-        stats: dict = {}
-        samples = inference.sample(run, args.samples, temperature=1.0, seed=args.seed,
-                                   prior="standard" if kind == "standard" else "fitted",
-                                   stats=stats)
-        row["rejected"] = stats.get("rejected", 0.0)
-        row.update(sample_measures(samples, train_set, reference))
-        rows.append({k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in row.items()})
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    with kept_prior_file(args.run_dir):  # the fits replace the run's own prior
+        for name in names:
+            row, started = {"prior": name}, time.monotonic()
+            kind, _, size = name.partition("-")
+            if kind != "standard":
+                inference.fit_prior(run, "moses:train", limit=args.fit_limit,
+                                    components=int(size) if kind == "fitted" else 1,
+                                    aggregate=kind == "aggregate",
+                                    widen=float(size) if kind == "aggregate" else None)
+                row["fit_s"] = round(time.monotonic() - started, 1)
+            stats: dict = {}
+            samples = inference.sample(run, args.samples, temperature=1.0, seed=args.seed,
+                                       prior="standard" if kind == "standard" else "fitted",
+                                       stats=stats)
+            row["rejected"] = stats.get("rejected", 0.0)
+            row.update(sample_measures(samples, train_set, reference))
+            rows.append({k: (round(float(v), 4) if isinstance(v, float) else v)
+                         for k, v in row.items()})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(f"\n{args.run_dir}, {args.samples} samples at T = 1.0 each\n")
     scale = "all" if args.full_test else "10k"
     print(f"| prior | valid | unique@10k | novelty | FCD/Test ({scale}) | first draws rejected "
@@ -94,6 +99,29 @@ def main() -> int:
         print(f"| {row['prior']} | {row['valid']:.3f} | {row['unique']:.3f} | "
               f"{row['novelty']:.3f} | {fcd} | {rejected} | {row.get('fit_s', '')} |")
     return 0
+
+
+@contextlib.contextmanager
+def kept_prior_file(run_dir: str):
+    """Puts ``RUN_DIR/latent_prior.npz`` back as it was (or removes it if there was none) when
+    the block ends, atomically."""
+    from seqvae import latent_prior
+
+    path = os.path.join(run_dir, latent_prior.FILENAME)
+    saved = None
+    if os.path.exists(path):
+        with open(path, "rb") as handle:
+            saved = handle.read()
+    try:
+        yield
+    finally:
+        if saved is None:
+            if os.path.exists(path):
+                os.remove(path)
+        else:
+            with open(path + ".restoring", "wb") as handle:
+                handle.write(saved)
+            os.replace(path + ".restoring", path)
 
 
 def bound_rows(run, args, train: list[str], train_set: set[str], test: list[str],
