@@ -4,6 +4,7 @@ mapped in spawned worker processes, in order, with progress lines."""
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable
 
 
@@ -52,7 +53,8 @@ def _map_in_processes(function: Callable[[list], Any], chunks: list[list], worke
     from concurrent.futures import ProcessPoolExecutor
 
     results, done, total = [], 0, sum(map(len, chunks))
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         for source, result in zip(chunks, pool.map(function, chunks)):
             results.append(result)
@@ -61,3 +63,19 @@ def _map_in_processes(function: Callable[[list], Any], chunks: list[list], worke
     finally:
         pool.shutdown(cancel_futures=True)
     return results
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """A worker's first act: on Linux, ask the kernel to end it when its parent ends
+    (``PR_SET_PDEATHSIG``), so that killing an evaluation (``kill -9``, the OOM killer) does not
+    leave its workers computing for nobody; and end now if the parent is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # no libc symbol to call: carry on without it
+            return
+    if os.getppid() != parent_pid:
+        os._exit(1)
