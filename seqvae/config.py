@@ -58,6 +58,8 @@ class ModelConfig:
     prior: str = "standard"  # standard: z ~ N(0, I) | aggregate: after training, the aggregate
     #   posterior of prior_encodings training sequences (seqvae.latent_prior), sampled by default
     prior_encodings: int = 50_000  # training sequences (drawn at random) the aggregate prior holds
+    grammar_features: bool = False  # SMILES: the grammar's state (open rings and branches, pending
+    #   bond, valence left, previous token class) is an input of the decoder at every step
     prior_widen: float = 1.6  # aggregate: factor on each posterior's standard deviation (1 = q(z|x))
 
     def __post_init__(self) -> None:
@@ -206,6 +208,11 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        if self.model.grammar_features and self.data.tokenizer != "smiles":
+            raise SeqvaeError("model.grammar_features reads the SMILES grammar: it needs "
+                              f"data.tokenizer=smiles, got {self.data.tokenizer!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -61,7 +61,7 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
 
     from seqvae.data.tokenizers import SelfiesTokenizer
 
-    tokenizers = ["smiles", "selfies", "char", "smiles", "smiles"]
+    tokenizers = ["smiles", "selfies", "char", "smiles", "smiles", "smiles"]
     queries = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1cc[nH]c1"]
     requests, run_dirs = [], []
     for index, tokenizer in enumerate(tokenizers):
@@ -81,6 +81,11 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
             with open(os.path.join(run_dir, "config.json"), "w") as handle:
                 json.dump(stored, handle)
             inference.fit_prior(load_run(run_dir), SMILES, aggregate=True)
+        elif index == 5:  # a decoder that reads the grammar's state (model.grammar_features)
+            run_dir = str(tmp_path / "features" / "run")
+            config = tiny_config(grammar_features=True)
+            train(dataclasses.replace(config, train=dataclasses.replace(
+                config.train, max_steps=10, epochs=5)), run_dir, SMILES)
         elif tokenizer != "smiles":
             config = tiny_config()
             config = dataclasses.replace(
@@ -116,6 +121,7 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
     assert answers[4]["sampled"] == inference.sample(aggregate, 30, temperature=0.9, seed=5,
                                                      prior="fitted", rejection=3)
     assert answers[4]["sampled"] != answers[3]["sampled"]
+    assert load_run(run_dirs[5]).config.model.grammar_features
 
 
 # --- hostile requests: a clean error for that request, and the server carries on ---------------

@@ -32,6 +32,10 @@ class Decoder(BuiltOnFirstCall, keras.Model):
         embedding (differentiable), ``<bos>`` first: the classic example's loop, as a
         ``tf.while_loop`` over all layers writing a ``tf.TensorArray``.
       - ``latent_only``: z is the only input at every step (chemical VAE, classic dummy decoder).
+    ``config.grammar_features``: the SMILES grammar's state after the input token
+    (``SmilesGrammar.features``: open rings and branches, pending bond, valence left, previous
+    token class) joins the first layer's input at every step (``decoding.decoder_step_fn`` runs
+    the state machine as it decodes; training reads ``teacher_forced_features``).
     z conditioning (``config.z_conditioning``): ``init`` sets every layer's initial state to a
     linear map of z (MOSES), ``concat`` appends z to the input of the first layer at every step
     (its projection is computed once), ``both`` does both.
@@ -49,7 +53,13 @@ class Decoder(BuiltOnFirstCall, keras.Model):
         self.uses_init = config.z_conditioning in ("init", "both")
         self.uses_concat = config.z_conditioning in ("concat", "both") or (
             config.decoder_input == "latent_only")
-        first_dim = self.token_dim + (config.latent_dim if self.uses_concat else 0)
+        from seqvae.model.grammar import FEATURE_DIM
+
+        self.feature_dim = FEATURE_DIM if config.grammar_features else 0
+        self.grammar = None  # set by whoever builds a grammar_features model (its SMILES grammar)
+        self.grammar_max_len = 0
+        first_dim = (self.token_dim + (config.latent_dim if self.uses_concat else 0)
+                     + self.feature_dim)
         set_layers(self, "gru", [GRU(config.decoder_units,
                                       first_dim if i == 0 else config.decoder_units,
                                       name=f"gru_{i}") for i in range(config.decoder_layers)])
@@ -91,6 +101,13 @@ class Decoder(BuiltOnFirstCall, keras.Model):
             return tf.gather(kernel, features)
         return matmul_last_axis(tf.cast(features, kernel.dtype), kernel)
 
+    def feature_projection(self, features: tf.Tensor) -> tf.Tensor:
+        """Grammar features ``(..., F)`` -> their share of the first layer's projection
+        ``(..., 3H)`` (the last F kernel rows)."""
+        kernel = self.grus[0].kernel
+        rows = kernel[kernel.shape[0] - self.feature_dim:]
+        return matmul_last_axis(tf.cast(features, rows.dtype), rows)
+
     def start_tokens(self, batch_size: tf.Tensor) -> tf.Tensor:
         """First decoder inputs ``(B, V)``: one-hot ``<bos>``, or zeros when there is none."""
         if self.start_id is None:
@@ -125,7 +142,8 @@ class Decoder(BuiltOnFirstCall, keras.Model):
 
     # -- full passes ---------------------------------------------------------------------------
 
-    def call(self, z, decoder_inputs=None, num_steps=None, training=None, seed=None):
+    def call(self, z, decoder_inputs=None, num_steps=None, training=None, seed=None,
+             features=None):
         """Decodes a whole sequence.
 
         Args:
@@ -134,6 +152,8 @@ class Decoder(BuiltOnFirstCall, keras.Model):
             for the other modes only its length T is used.
           num_steps: T when ``decoder_inputs`` is None.
           seed: int ``(2,)`` stateless seed for dropout.
+          features: float ``(B, T, F)``, the grammar's state before each step
+            (``SmilesGrammar.teacher_forced_features``), for a ``grammar_features`` decoder.
 
         Returns:
           logits ``(B, T, V)``.
@@ -145,9 +165,11 @@ class Decoder(BuiltOnFirstCall, keras.Model):
         if self.config.decoder_input == "free_running":
             return self._free_running(latent_proj, states, num_steps, training, seed)
         tokens = decoder_inputs if self.config.decoder_input == "teacher_forcing" else None
-        return self._known_inputs(latent_proj, states, tokens, num_steps, training, seed)
+        return self._known_inputs(latent_proj, states, tokens, num_steps, training, seed,
+                                  features)
 
-    def _known_inputs(self, latent_proj, states, tokens, num_steps, training, seed):
+    def _known_inputs(self, latent_proj, states, tokens, num_steps, training, seed,
+                      features=None):
         """Teacher forcing (``tokens (B, T)``) or latent_only (None): one loop advances all layers.
 
         Every layer steps inside the same loop and projects its input there, as the sampler does.
@@ -159,10 +181,16 @@ class Decoder(BuiltOnFirstCall, keras.Model):
         tokens_ta = None
         if tokens is not None:
             tokens_ta = tf.TensorArray(tokens.dtype, size=num_steps).unstack(tf.transpose(tokens))
+        features_ta = None
+        if self.feature_dim:
+            features_ta = tf.TensorArray(features.dtype, size=num_steps).unstack(
+                tf.transpose(features, [1, 0, 2]))
 
         def body(t, states, top_ta):
             step_seed = None if seed is None else randomness.fold_in(seed, t)
             token_proj = None if tokens_ta is None else self.token_projection(tokens_ta.read(t))
+            if features_ta is not None:
+                token_proj = token_proj + self.feature_projection(features_ta.read(t))
             states = self._advance_layers(token_proj, latent_proj, states, training, step_seed)
             return t + 1, states, top_ta.write(t, states[-1])
 

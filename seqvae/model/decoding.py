@@ -214,15 +214,22 @@ def decoder_step_fn(decoder, z: tf.Tensor,
     """
     ban = tf.constant([-1e9 if i in banned_ids else 0.0 for i in range(decoder.vocab_size)])
 
+    grammar = decoder.grammar if decoder.feature_dim else None
+
     def step(tokens, state):
-        latent_proj, layer_states = state
-        logits, layer_states = decoder.step(decoder.token_projection(tokens), latent_proj,
-                                            list(layer_states))
-        return tf.cast(logits, tf.float32) + ban, (latent_proj, layer_states)
+        latent_proj, layer_states, grammar_state = state
+        token_proj = decoder.token_projection(tokens)
+        if grammar is not None:  # the decoder reads the grammar's state after ``tokens``
+            grammar_state = grammar.update(grammar_state, tokens)
+            token_proj = token_proj + decoder.feature_projection(
+                grammar.features(grammar_state, decoder.grammar_max_len))
+        logits, layer_states = decoder.step(token_proj, latent_proj, list(layer_states))
+        return tf.cast(logits, tf.float32) + ban, (latent_proj, layer_states, grammar_state)
 
     # z's share of the first layer's projection rides in the state (it is computed once, and
     # it shrinks with the batch when finished sequences are dropped).
-    return step, (decoder.latent_projection(z), decoder.initial_states(z))
+    grammar_state = {} if grammar is None else grammar.initial_state(tf.shape(z)[0])
+    return step, (decoder.latent_projection(z), decoder.initial_states(z), grammar_state)
 
 
 def forced_prefix_step_fn(step_fn: StepFn, state: Any, prefix: tf.Tensor,

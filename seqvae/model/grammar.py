@@ -98,6 +98,10 @@ def token_class(token: str) -> int:
     return OTHER
 
 
+# The decoder's view of the state (``SmilesGrammar.features``): the previous token's class
+# (one-hot, START..SPECIAL), then six scaled counts.
+FEATURE_DIM = 16
+
 # Decoding batches from this many rows on run the state machine under XLA
 # (``SmilesGrammar.masked_step_fn``).
 COMPILED_MIN_ROWS = 256
@@ -417,6 +421,41 @@ class SmilesGrammar:
             return padded(state, tokens)
 
         return step
+
+    def features(self, state: dict[str, tf.Tensor], max_len: int | tf.Tensor) -> tf.Tensor:
+        """What the decoder reads of the state: float32 ``(B, FEATURE_DIM)``: the previous
+        token's class one-hot, then the open branches, the open ring labels, the pending bond's
+        order, whether a branch just closed, the valence left on the atom a bond would attach
+        to (each scaled by 1/4, clipped at 1) and the share of ``max_len`` left."""
+        def scaled(x, by=4.0):
+            return tf.minimum(tf.cast(x, tf.float32) / by, 1.0)
+
+        at_attach = tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32)
+        current = tf.reduce_sum(at_attach * state["valence"], -1)
+        room = 1.0 - tf.cast(state["position"], tf.float32) / tf.cast(max_len, tf.float32)
+        return tf.concat([tf.one_hot(state["prev"], 10, dtype=tf.float32),
+                          tf.stack([scaled(state["depth"]),
+                                    scaled(tf.reduce_sum(state["ring_open"], -1)),
+                                    scaled(state["pending"], 3.0),
+                                    scaled(state["after_close"], 1.0),
+                                    scaled(current), room], axis=1)], axis=1)
+
+    def teacher_forced_features(self, ids: tf.Tensor, max_len: int | tf.Tensor) -> tf.Tensor:
+        """``features`` before each target of known sequences ``ids (B, T)`` (after ``<bos>``
+        and the targets before it): float32 ``(B, T, FEATURE_DIM)``, what the decoder reads
+        at each teacher-forced step."""
+        ids = tf.cast(ids, tf.int32)
+        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+        by_time = tf.transpose(ids)
+        out = tf.TensorArray(tf.float32, size=length)
+        state = self.update(self.initial_state(batch), tf.fill([batch], BOS_ID))
+
+        def body(t, state, out):
+            features = self.features(state, max_len)
+            return t + 1, self.update(state, by_time[t]), out.write(t, features)
+
+        _, _, out = tf.while_loop(lambda t, *_: t < length, body, (0, state, out))
+        return tf.transpose(out.stack(), [1, 0, 2])
 
     def teacher_forced_masks(self, ids: tf.Tensor, max_len: int | tf.Tensor,
                              include_targets: bool = True) -> tf.Tensor:

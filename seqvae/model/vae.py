@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from seqvae.config import ModelConfig
+from seqvae.errors import SeqvaeError
 from seqvae.data.vocabulary import BOS_ID, PAD_ID
 from seqvae.model import randomness
 from seqvae.model.decoder import Decoder
@@ -42,7 +43,7 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
     """
 
     def __init__(self, config: ModelConfig, vocab_size: int, max_len: int, bos_id: int | None = BOS_ID,
-                 num_properties: int = 0, **kwargs):
+                 num_properties: int = 0, grammar=None, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         self.vocab_size = vocab_size
@@ -51,6 +52,10 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
         self.num_properties = num_properties
         self.encoder = Encoder(config, vocab_size, max_len, name="encoder")
         self.decoder = Decoder(config, vocab_size, start_id=bos_id, name="decoder")
+        if config.grammar_features:  # the decoder reads the grammar's state
+            if grammar is None:
+                raise SeqvaeError("model.grammar_features needs a SMILES run (its grammar)")
+            self.decoder.grammar, self.decoder.grammar_max_len = grammar, max_len
         self.property_head = None
         if num_properties:  # trained jointly (data.properties): z -> standardised properties
             self.property_head = PropertyHead(num_properties, config.property_head_depth,
@@ -91,7 +96,11 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
             z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0))
         if decoder_inputs is None:
             decoder_inputs = self.decoder_inputs(ids)
-        logits = self.decoder(z, decoder_inputs, training=training, seed=randomness.fold_in(seed, 1))
+        features = None
+        if self.decoder.feature_dim:  # the grammar's state before each target
+            features = self.decoder.grammar.teacher_forced_features(ids, self.max_len)
+        logits = self.decoder(z, decoder_inputs, training=training,
+                              seed=randomness.fold_in(seed, 1), features=features)
         out = {"logits": logits, "z_mean": z_mean, "z_log_var": z_log_var, "z": z}
         if self.property_head is not None:
             out["properties"] = self.property_head(z, training=training)  # (B, P)

@@ -198,14 +198,15 @@ def _check_resume_config(stored: Config, given: Config, run_dir: str) -> None:
 
 
 def build_training(config: Config, max_len: int, vocab_size: int, total_steps: int,
-                   strategy: tf.distribute.Strategy | None = None, num_properties: int = 0):
+                   strategy: tf.distribute.Strategy | None = None, num_properties: int = 0,
+                   grammar=None):
     """Model, optimizer (built, so a checkpoint can restore it) and counters, in the strategy."""
     keras.utils.set_random_seed(config.train.seed)
     with (strategy or tf.distribute.get_strategy()).scope():
         precision = resolve_precision(config.train.precision)
         with precision_policy(precision):
             model = SequenceVAE(config.model, vocab_size, max_len,
-                                num_properties=num_properties).build_weights()
+                                num_properties=num_properties, grammar=grammar).build_weights()
         planned = tf.Variable(total_steps, dtype=tf.int64, trainable=False)
         optimizer = keras.optimizers.Adam(learning_rate=LearningRateSchedule(config.train, planned))
         if precision == "mixed_float16":  # float16 needs loss scaling
@@ -305,9 +306,15 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             **({"properties": properties} if properties else {})})
     tcfg = config.train
     total_steps = planned_steps(tcfg, source.steps_per_epoch)
+    feature_grammar = None
+    if config.model.grammar_features:
+        from seqvae.model.grammar import grammar_for
+
+        feature_grammar = grammar_for(source.vocab.tokens, source.tokenizer)
     model, optimizer, counters = build_training(config, source.max_len, len(source.vocab),
                                                 total_steps, strategy,
-                                                len(properties["names"]) if properties else 0)
+                                                len(properties["names"]) if properties else 0,
+                                                feature_grammar)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters)
     manager = tf.train.CheckpointManager(checkpoint, run_lib.checkpoint_dir(run_dir),
                                          max_to_keep=tcfg.keep_checkpoints)

@@ -167,7 +167,9 @@ def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
     run = read_run_files(run_dir)
     properties = run.info.get("properties") or {}  # a jointly trained property head
     model = SequenceVAE(run.config.model, len(run.vocab), run.max_len,
-                        num_properties=len(properties.get("names", []))).build_weights()
+                        num_properties=len(properties.get("names", [])),
+                        grammar=run.grammar if run.config.model.grammar_features else None
+                        ).build_weights()
     # Training checkpoints also hold every trainable variable under the optimizer
     # (optimizer/_trainable_variables/i); those written before the model named its GRU layers
     # as attributes hold the GRU weights only there. Restoring through both paths, the
