@@ -210,9 +210,15 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self):
-        if self.model.grammar_features and self.data.tokenizer != "smiles":
+        if not self.model.grammar_features:
+            return
+        if self.data.tokenizer != "smiles":
             raise SeqvaeError("model.grammar_features reads the SMILES grammar: it needs "
                               f"data.tokenizer=smiles, got {self.data.tokenizer!r}")
+        if self.model.decoder_input != "teacher_forcing" or self.train.scheduled_sampling > 0:
+            raise SeqvaeError("model.grammar_features reads the grammar's state after the true "
+                              "tokens: it needs model.decoder_input=teacher_forcing and "
+                              "train.scheduled_sampling=0")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -40,6 +40,9 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
     with ``num_properties`` > 0 ``properties (B, P)``, the property head's prediction from ``z``.
     The noise of the reparametrization and of dropout comes from a stateless ``seed`` ``(2,)``,
     so the same seed gives the same loss eagerly, in ``tf.function`` and under XLA.
+    ``grammar``: the run's ``SmilesGrammar``, required with ``config.grammar_features`` (the
+    decoder then reads its state: ``teacher_forced_features`` here, ``decoding.decoder_step_fn``
+    when decoding).
     """
 
     def __init__(self, config: ModelConfig, vocab_size: int, max_len: int, bos_id: int | None = BOS_ID,

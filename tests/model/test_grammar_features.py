@@ -94,7 +94,12 @@ def test_a_model_with_features_needs_a_grammar():
         SequenceVAE(config.model, len(vocab), MAX_LEN)
 
 
-def test_the_config_refuses_features_without_smiles():
+def test_the_config_refuses_features_without_smiles_or_teacher_forcing():
     config = tiny_config(grammar_features=True)
     with pytest.raises(SeqvaeError, match="needs data.tokenizer=smiles, got 'selfies'"):
         dataclasses.replace(config, data=dataclasses.replace(config.data, tokenizer="selfies"))
+    for model, train in (({"decoder_input": "free_running"}, {}),
+                         ({"decoder_input": "latent_only"}, {}), ({}, {"scheduled_sampling": 0.2})):
+        with pytest.raises(SeqvaeError, match="needs model.decoder_input=teacher_forcing"):
+            dataclasses.replace(config, model=dataclasses.replace(config.model, **model),
+                                train=dataclasses.replace(config.train, **train))
