@@ -236,12 +236,10 @@ def loaded_prior(run: Run):
         stat = os.stat(path)
     except FileNotFoundError:
         return latent_prior.load(run.run_dir)  # its one-line error
-    key = (id(run.model), "latent_prior", stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    if key not in run.compiled:
-        for old in [k for k in run.compiled if k[1:2] == ("latent_prior",)]:
-            del run.compiled[old]  # an earlier version of the file
-        run.compiled[key] = latent_prior.load(run.run_dir)
-    return run.compiled[key]
+    version = ("latent_prior", stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    for old in [k for k in run.compiled if k[1:2] == version[:1] and k[1:] != version]:
+        del run.compiled[old]  # an earlier version of the file
+    return _cached(run, version, lambda: latent_prior.load(run.run_dir))
 
 
 def describe_prior(run: Run, prior: str | None = None) -> str:

@@ -37,6 +37,7 @@ from seqvae.data.vocabulary import BOS_ID, EOS_ID
 
 # Token classes (the previous-token state uses START..END).
 START, ATOM, BOND, OPEN, CLOSE, RING, DOT, END, OTHER, SPECIAL = range(10)
+NUM_CLASSES = SPECIAL + 1
 
 _BOND_ORDERS = {"-": 1, "=": 2, "#": 3, "$": 4, ":": 1, "/": 1, "\\": 1}
 # Largest valence of each element (bond-order units); generous where RDKit allows several.
@@ -100,7 +101,7 @@ def token_class(token: str) -> int:
 
 # The decoder's view of the state (``SmilesGrammar.features``): the previous token's class
 # (one-hot, START..SPECIAL), then six scaled counts.
-FEATURE_DIM = 16
+FEATURE_DIM = NUM_CLASSES + 6
 
 # Decoding batches from this many rows on run the state machine under XLA
 # (``SmilesGrammar.masked_step_fn``).
@@ -433,7 +434,7 @@ class SmilesGrammar:
         at_attach = tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32)
         current = tf.reduce_sum(at_attach * state["valence"], -1)
         room = 1.0 - tf.cast(state["position"], tf.float32) / tf.cast(max_len, tf.float32)
-        return tf.concat([tf.one_hot(state["prev"], 10, dtype=tf.float32),
+        return tf.concat([tf.one_hot(state["prev"], NUM_CLASSES, dtype=tf.float32),
                           tf.stack([scaled(state["depth"]),
                                     scaled(tf.reduce_sum(state["ring_open"], -1)),
                                     scaled(state["pending"], 3.0),
@@ -444,18 +445,8 @@ class SmilesGrammar:
         """``features`` before each target of known sequences ``ids (B, T)`` (after ``<bos>``
         and the targets before it): float32 ``(B, T, FEATURE_DIM)``, what the decoder reads
         at each teacher-forced step."""
-        ids = tf.cast(ids, tf.int32)
-        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
-        by_time = tf.transpose(ids)
-        out = tf.TensorArray(tf.float32, size=length)
-        state = self.update(self.initial_state(batch), tf.fill([batch], BOS_ID))
-
-        def body(t, state, out):
-            features = self.features(state, max_len)
-            return t + 1, self.update(state, by_time[t]), out.write(t, features)
-
-        _, _, out = tf.while_loop(lambda t, *_: t < length, body, (0, state, out))
-        return tf.transpose(out.stack(), [1, 0, 2])
+        return self._along_targets(ids, tf.float32,
+                                   lambda state, target: self.features(state, max_len))
 
     def teacher_forced_masks(self, ids: tf.Tensor, max_len: int | tf.Tensor,
                              include_targets: bool = True) -> tf.Tensor:
@@ -472,22 +463,30 @@ class SmilesGrammar:
           and always ``ids[:, t]`` itself (padding, and a target the grammar would reject, keep
           a finite likelihood).
         """
-        ids = tf.cast(ids, tf.int32)
-        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
-        by_time = tf.transpose(ids)  # (T, B)
-        masks = tf.TensorArray(tf.bool, size=length)
-        state = self.update(self.initial_state(batch), tf.fill([batch], BOS_ID))
-
-        def body(t, state, masks):
-            target = by_time[t]
+        def mask(state, target):
             allowed = self.allowed(state, max_len)
             if include_targets:
                 allowed = allowed | tf.cast(tf.one_hot(target, self.vocab_size, dtype=tf.int32),
                                             tf.bool)
-            return t + 1, self.update(state, target), masks.write(t, allowed)
+            return allowed
 
-        _, _, masks = tf.while_loop(lambda t, *_: t < length, body, (0, state, masks))
-        return tf.transpose(masks.stack(), [1, 0, 2])
+        return self._along_targets(ids, tf.bool, mask)
+
+    def _along_targets(self, ids: tf.Tensor, dtype: tf.DType, read) -> tf.Tensor:
+        """Walks the state machine along known sequences ``ids (B, T)`` (after ``<bos>``) and
+        stacks ``read(state, target)`` ``(B, ...)`` taken before each target -> ``(B, T, ...)``."""
+        ids = tf.cast(ids, tf.int32)
+        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+        by_time = tf.transpose(ids)  # (T, B)
+        out = tf.TensorArray(dtype, size=length)
+        state = self.update(self.initial_state(batch), tf.fill([batch], BOS_ID))
+
+        def body(t, state, out):
+            target = by_time[t]
+            return t + 1, self.update(state, target), out.write(t, read(state, target))
+
+        _, _, out = tf.while_loop(lambda t, *_: t < length, body, (0, state, out))
+        return tf.transpose(out.stack(), [1, 0, 2])
 
     def first_violation(self, ids: tf.Tensor) -> tf.Tensor:
         """For token ids ``(B, T)`` (<eos> then <pad> after each sequence): the first position

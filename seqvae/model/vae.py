@@ -11,8 +11,8 @@ import keras
 import tensorflow as tf
 
 from seqvae.config import ModelConfig
-from seqvae.errors import SeqvaeError
 from seqvae.data.vocabulary import BOS_ID, PAD_ID
+from seqvae.errors import SeqvaeError
 from seqvae.model import randomness
 from seqvae.model.decoder import Decoder
 from seqvae.model.encoder import Encoder
