@@ -38,7 +38,7 @@ def _cached(run: Run, key: tuple, build: Callable):
 
 def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, top_k: int = 0,
                      grammar: bool = True, beam_width: int = 0, compiled_mask: bool = False,
-                     every_hypothesis: bool = False):
+                     every_hypothesis: bool = False, reject: bool = False):
     """``(z (B, L), seed (2,)) -> ids (B, max_len)``, traced once for every batch size.
 
     ``grammar``: SMILES runs decode under the grammar mask (``seqvae.model.grammar``); False
@@ -51,10 +51,11 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
     faster a step, at a compile of about a second the first time.
     Keyword arguments ``prefix`` int32 ``(B, P)`` and ``prefix_lengths`` int32 ``(B,)`` make each
     row first emit its prefix's first tokens (``decoding.forced_prefix_step_fn``; not with beam
-    search).
+    search). ``reject``: decodes without the mask, each row stopped at its first token the
+    grammar forbids, -> ``(ids, rejected (B,))`` (``decoding.sample_from_z``; rejection rounds).
     """
     model = run.model
-    masked = bool(grammar or run.config.train.grammar_softmax)
+    masked = bool(grammar or run.config.train.grammar_softmax or reject)
     compiled_mask = compiled_mask and masked  # no mask, nothing to compile: one trace, one key
 
     def build():
@@ -67,12 +68,12 @@ def compiled_decoder(run: Run, greedy: bool = True, temperature: float = 1.0, to
                                           grammar=mask, beam_width=beam_width,
                                           compiled_mask=compiled_mask,
                                           every_hypothesis=every_hypothesis, prefix=prefix,
-                                          prefix_lengths=prefix_lengths)
+                                          prefix_lengths=prefix_lengths, reject=reject)
 
         return decode_ids
 
     return _cached(run, ("decoder", greedy, float(temperature), top_k, masked, beam_width,
-                         every_hypothesis, compiled_mask), build)
+                         every_hypothesis, compiled_mask, reject), build)
 
 
 def compiled_encoder(run: Run):
@@ -130,8 +131,11 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
                       seed: int = 0, batch_size: int = 1000,
                       progress: Callable[[str], None] | None = None, verb: str = "decoded",
                       grammar: bool = True, beam_width: int = 0, prefix: np.ndarray | None = None,
-                      prefix_lengths: np.ndarray | None = None) -> None:
-    """``decode``'s loop: hands the int32 ids ``(b, max_len)`` of each batch to ``out``."""
+                      prefix_lengths: np.ndarray | None = None, reject: bool = False,
+                      compiled_mask: bool | None = None) -> None:
+    """``decode``'s loop: hands the int32 ids ``(b, max_len)`` of each batch to ``out``; with
+    ``reject`` (``compiled_decoder``) the pair ``(ids, rejected (b,))``. ``compiled_mask``:
+    None from ``COMPILED_MASK_MIN`` vectors on."""
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != run.config.model.latent_dim:
         raise SeqvaeError(f"z must have shape (N, {run.config.model.latent_dim}), got {z.shape}")
@@ -147,8 +151,10 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
     # Sampling passes its temperature as a tensor: one graph for every temperature (the same
     # ids as a graph with the temperature built in, tested), so a new one does not trace.
     shared = not greedy and not beam_width and temperature > 0
+    if compiled_mask is None:
+        compiled_mask = len(z) >= COMPILED_MASK_MIN
     decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k, grammar,
-                                  beam_width, compiled_mask=len(z) >= COMPILED_MASK_MIN)
+                                  beam_width, compiled_mask=compiled_mask, reject=reject)
     extra = (tf.constant(temperature, tf.float32),) if shared else ()
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
@@ -156,10 +162,10 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
         forced = {} if not prefixed else {
             "prefix": tf.constant(prefix[start:start + batch_size]),
             "prefix_lengths": tf.constant(prefix_lengths[start:start + batch_size])}
-        ids = decode_ids(tf.constant(z[start:start + batch_size]), randomness.fold_in(base, i),
-                         *extra, **forced)
-        out(ids.numpy())
-        done += len(ids)
+        decoded = decode_ids(tf.constant(z[start:start + batch_size]),
+                             randomness.fold_in(base, i), *extra, **forced)
+        out(tf.nest.map_structure(lambda t: t.numpy(), decoded))
+        done += len(z[start:start + batch_size])
         if progress is not None:
             rate = done / max(time.monotonic() - started, 1e-9)
             progress(f"{verb} {done}/{len(z)} ({rate:.0f}/s)")
@@ -299,16 +305,20 @@ def first_violations(run: Run, ids: np.ndarray, batch_size: int = 1000,
     return np.concatenate(firsts) if firsts else np.zeros((0,), np.int32)
 
 
+def rejection_decoders(run: Run) -> list:
+    """The traced functions ``rejection_sample`` runs below ``COMPILED_MASK_MIN`` rows: the
+    sampler that stops each row at its first forbidden token, and the masked sampler for the
+    remainder."""
+    return [compiled_decoder(run, False, 1.0, 0, True, reject=reject) for reject in (True, False)]
+
+
 def trace_rejection_sampler(run: Run) -> None:
-    """Traces what ``rejection_sample`` runs (the unmasked sampler, the grammar check, the
-    masked sampler for the remainder) for every batch size and temperature: a server's
-    start-up, so that no request waits on tracing."""
+    """Traces what ``rejection_sample`` runs (``rejection_decoders``) for every batch size and
+    temperature: a server's start-up, so that no request waits on tracing."""
     z_spec = tf.TensorSpec([None, run.config.model.latent_dim], tf.float32)
     seed_spec, temperature_spec = tf.TensorSpec([2], tf.int32), tf.TensorSpec([], tf.float32)
-    for grammar in (False, True):
-        compiled_decoder(run, False, 1.0, 0, grammar).get_concrete_function(
-            z_spec, seed_spec, temperature_spec)
-    _grammar_check(run).get_concrete_function(tf.TensorSpec([None, run.max_len], tf.int32))
+    for decoder in rejection_decoders(run):
+        decoder.get_concrete_function(z_spec, seed_spec, temperature_spec)
 
 
 def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 1.0,
@@ -322,11 +332,13 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     every step, which moves probability onto strings the model itself finds unlikely (the
     completions of prefixes heading for an impossible token: measured, they are less like the
     training molecules). This draws instead from ``p(x | x grammatical)``: each row is decoded
-    *without* the mask from its ``z``; a row whose string the grammar rejects
-    (``SmilesGrammar.first_violation``) is drawn again, a fresh ``z`` from ``prior`` and fresh
-    noise, for up to ``rounds`` rounds; what is still rejected then is decoded under the mask
-    from its last ``z`` (the share is about ``rejected ** rounds``). Sampling is Gumbel-max, so a
-    row the first round accepts is exactly what masked sampling with the same seed gives.
+    *without* the mask from its ``z``, and stopped at its first token the grammar forbids
+    (``decoding.sample_from_z(reject=True)``: what ``SmilesGrammar.first_violation`` rejects,
+    with no work spent on the rest of the string); a rejected row is drawn again, a fresh ``z``
+    from ``prior`` and fresh noise, for up to ``rounds`` rounds; what is still rejected then is
+    decoded under the mask from its last ``z`` (the share is about ``rejected ** rounds``).
+    Sampling is Gumbel-max, so a row the first round accepts is exactly what masked sampling
+    with the same seed gives.
 
     Args:
       run: a SMILES run with a grammar.
@@ -343,7 +355,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     """
     if rounds < 1 or run.grammar is None:
         raise SeqvaeError("rejection sampling needs a SMILES run and at least one round")
-    compiled = len(z) >= COMPILED_MASK_MIN  # the check under XLA where its compile pays
+    compiled = len(z) >= COMPILED_MASK_MIN  # every round's check under XLA where it pays
     z = np.array(z, np.float32)  # a copy: later rounds replace the rejected rows' z
     texts: list[str | None] = [None] * len(z)
     pending, rejected_first = np.arange(len(z)), None
@@ -351,12 +363,13 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
         round_seed = seed if round_ == 0 else _derived_seed(seed, round_)
         if round_:
             z[pending] = prior_draw(run, len(pending), round_seed, prior)
-        ids_list: list[np.ndarray] = []
-        decode_id_batches(run, z[pending], ids_list.append, greedy=greedy,
+        decoded: list[tuple[np.ndarray, np.ndarray]] = []
+        decode_id_batches(run, z[pending], decoded.append, greedy=greedy,
                           temperature=temperature, top_k=top_k, seed=round_seed,
-                          batch_size=batch_size, grammar=False)
-        ids = np.concatenate(ids_list) if ids_list else np.zeros((0, run.max_len), np.int32)
-        bad = first_violations(run, ids, batch_size, compiled) >= 0
+                          batch_size=batch_size, reject=True, compiled_mask=compiled)
+        ids = np.concatenate([d[0] for d in decoded]) if decoded else np.zeros(
+            (0, run.max_len), np.int32)
+        bad = np.concatenate([d[1] for d in decoded]) if decoded else np.zeros((0,), bool)
         for row, text in zip(pending[~bad], ids_to_texts(run.codec, ids[~bad])):
             texts[row] = text
         if rejected_first is None:

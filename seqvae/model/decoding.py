@@ -38,7 +38,8 @@ def filter_logits(logits: tf.Tensor, temperature: float | tf.Tensor = 1.0,
 def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
                 start_id: int, eos_id: int, pad_id: int = PAD_ID, greedy: bool = False,
                 temperature: float | tf.Tensor = 1.0, top_k: int = 0,
-                seed: tf.Tensor | None = None, compact: bool = False) -> tf.Tensor:
+                seed: tf.Tensor | None = None, compact: bool = False,
+                stop_fn: Callable[[tf.Tensor, Any], tf.Tensor] | None = None):
     """Generates token ids step by step.
 
     Args:
@@ -55,9 +56,13 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
       seed: int ``(2,)`` stateless seed; the same seed gives the same samples.
       compact: drop finished sequences from the batch (faster; not under XLA; needs a state of
         batch-major tensors). The samples are the same either way.
+      stop_fn: ``(chosen int32 (B,), state after the step) -> bool (B,)``: rows to stop at this
+        token (kept as their last), as ``<eos>`` stops them (rejection sampling stops a row at
+        its first token the grammar forbids: ``SmilesGrammar.rejects``).
 
     Returns:
-      int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it.
+      int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it; with
+      ``stop_fn``, also bool ``(B,)``: the rows it stopped.
     """
     if isinstance(temperature, (int, float)) and not temperature >= 0:
         raise SeqvaeError(f"the sampling temperature must be >= 0 (0 = greedy), got {temperature}")
@@ -68,9 +73,10 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
         seed = tf.constant([0, 0], tf.int32)
     tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))
     finished = tf.zeros([batch_size], tf.bool)
+    stopped = tf.zeros([batch_size], tf.bool)
     out = tf.TensorArray(tf.int32, size=max_len, element_shape=tf.TensorShape([None]))
 
-    def body(t, tokens, finished, state, out):
+    def body(t, tokens, finished, stopped, state, out):
         logits, state = step_fn(tokens, state)
         if greedy:
             chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -78,24 +84,29 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
             chosen = randomness.categorical(filter_logits(logits, temperature, top_k),
                                             randomness.fold_in(seed, t))
         chosen = tf.where(finished, pad_id, chosen)
-        finished = finished | tf.equal(chosen, eos_id)
-        return t + 1, chosen, finished, state, out.write(t, chosen)
+        if stop_fn is not None:
+            stopped = stopped | (stop_fn(chosen, state) & ~finished)
+        finished = finished | tf.equal(chosen, eos_id) | stopped
+        return t + 1, chosen, finished, stopped, state, out.write(t, chosen)
 
     if compact:
-        return _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_id,
-                                greedy, temperature, top_k, seed)
-    steps, _, _, _, out = tf.while_loop(
+        out, stopped = _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id,
+                                        pad_id, greedy, temperature, top_k, seed, stop_fn)
+        return out if stop_fn is None else (out, stopped)
+    steps, _, _, stopped, _, out = tf.while_loop(
         lambda t, tokens, finished, *_: (t < max_len) & ~tf.reduce_all(finished),
-        body, (tf.constant(0), tokens, finished, state, out), maximum_iterations=max_len)
+        body, (tf.constant(0), tokens, finished, stopped, state, out), maximum_iterations=max_len)
     padding = tf.fill([batch_size], tf.constant(pad_id, tf.int32))
     _, out = tf.while_loop(lambda t, _: t < max_len, lambda t, out: (t + 1, out.write(t, padding)),
                            (steps, out), maximum_iterations=max_len)
-    return tf.transpose(out.stack())
+    out = tf.transpose(out.stack())
+    return out if stop_fn is None else (out, stopped)
 
 
 def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_id, greedy,
-                     temperature, top_k, seed):
-    """``decode_loop`` that drops finished sequences from the batch after every step.
+                     temperature, top_k, seed, stop_fn=None):
+    """``decode_loop`` that drops finished (and stopped) sequences from the batch after every
+    step -> ``(ids, stopped)``.
 
     The step function then only computes on unfinished rows (the state must be a nest of
     batch-major tensors). The sampling noise of a row is drawn for its original index, so the
@@ -104,8 +115,9 @@ def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_
     rows = tf.range(batch_size)
     tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))
     out = tf.fill([batch_size, max_len], tf.constant(pad_id, tf.int32))
+    stopped = tf.zeros([batch_size], tf.bool)
 
-    def body(t, tokens, rows, state, out):
+    def body(t, tokens, rows, state, out, stopped):
         logits, state = step_fn(tokens, state)
         if greedy:
             chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -115,18 +127,23 @@ def _compacting_loop(step_fn, state, batch_size, max_len, start_id, eos_id, pad_
                                             rows=rows, total_rows=batch_size)
         out = tf.tensor_scatter_nd_update(out, tf.stack([rows, tf.fill(tf.shape(rows), t)], 1), chosen)
         keep = tf.not_equal(chosen, eos_id)
+        if stop_fn is not None:
+            stop = stop_fn(chosen, state)
+            stopped = tf.tensor_scatter_nd_update(stopped, rows[:, None], stop)
+            keep &= ~stop
         state = tf.nest.map_structure(lambda s: tf.boolean_mask(s, keep), state)
-        return t + 1, tf.boolean_mask(chosen, keep), tf.boolean_mask(rows, keep), state, out
+        return (t + 1, tf.boolean_mask(chosen, keep), tf.boolean_mask(rows, keep), state, out,
+                stopped)
 
     invariants = tf.nest.map_structure(
         lambda s: tf.TensorShape([None]).concatenate(s.shape[1:]), state)
-    _, _, _, _, out = tf.while_loop(
+    _, _, _, _, out, stopped = tf.while_loop(
         lambda t, tokens, rows, *_: (t < max_len) & (tf.size(rows) > 0),
-        body, (tf.constant(0), tokens, rows, state, out),
+        body, (tf.constant(0), tokens, rows, state, out, stopped),
         shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), tf.TensorShape([None]),
-                          invariants, tf.TensorShape([None, max_len])),
+                          invariants, tf.TensorShape([None, max_len]), tf.TensorShape([None])),
         maximum_iterations=max_len)
-    return out
+    return out, stopped
 
 
 def beam_search(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
@@ -270,7 +287,7 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
                   seed: tf.Tensor | None = None, compact: bool = True,
                   grammar=None, beam_width: int = 0, compiled_mask: bool = False,
                   every_hypothesis: bool = False, prefix: tf.Tensor | None = None,
-                  prefix_lengths: tf.Tensor | None = None) -> tf.Tensor:
+                  prefix_lengths: tf.Tensor | None = None, reject: bool = False):
     """Decodes ``z (B, L)`` with a ``SequenceVAE`` -> int32 ids ``(B, max_len)``.
 
     ``compact`` drops finished sequences as it goes; pass False inside ``jit_compile``.
@@ -281,14 +298,21 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     ``every_hypothesis``: all of its ``beam_width`` hypotheses, ids ``(B, beam_width, max_len)``.
     ``prefix`` int32 ``(B, P)``, ``prefix_lengths`` int32 ``(B,)``: each row first emits its
     prefix's first ``prefix_lengths`` tokens (``forced_prefix_step_fn``), then decodes freely.
+    ``reject`` (with a ``grammar``; not with beam search or a prefix): decodes *without* the
+    mask, stopping each row at its first token the grammar forbids -> ``(ids, rejected bool
+    (B,))``: a row not rejected is exactly what decoding under the mask with the same seed
+    gives, and what a rejection sampler keeps (``inference.rejection_sample``); a rejected
+    row's ids end at the forbidden token, and no work is spent on the rest of it.
     """
     max_len = max_len or model.max_len
     batch_size = tf.shape(z)[0]
     start_id = model.bos_id if model.bos_id is not None else PAD_ID
     step, state = decoder_step_fn(model.decoder, z)
+    if reject and (grammar is None or beam_width > 1 or prefix is not None):
+        raise SeqvaeError("rejection decoding needs a grammar, and no beam search or prefix")
     if grammar is not None:
         step, state = grammar.masked_step_fn(step, state, batch_size, max_len,
-                                             compiled=compiled_mask)
+                                             compiled=compiled_mask, reject=reject)
     if prefix is not None:
         step, state = forced_prefix_step_fn(step, state, prefix, prefix_lengths)
     if beam_width > 1:
@@ -296,7 +320,7 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
                            eos_id=EOS_ID, every=every_hypothesis)[0]
     return decode_loop(step, state, batch_size, max_len, start_id=start_id, eos_id=EOS_ID,
                        greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
-                       compact=compact)
+                       compact=compact, stop_fn=grammar.rejects if reject else None)
 
 
 def prior_z(num: int | tf.Tensor, latent_dim: int, seed) -> tf.Tensor:

@@ -321,8 +321,13 @@ class SmilesGrammar:
         return mask & (needed <= room)
 
     def masked_step_fn(self, step_fn, state: Any, batch_size: int | tf.Tensor,
-                       max_len: int, compiled: bool = False) -> tuple[Any, Any]:
+                       max_len: int, compiled: bool = False,
+                       reject: bool = False) -> tuple[Any, Any]:
         """Wraps a decoding step function so that forbidden tokens get -inf logits.
+
+        With ``reject``, the logits stay as the model gives them and the step instead keeps the
+        tokens the grammar allows next in its state, for ``rejects``: the decoding loop stops a
+        row at its first forbidden token (rejection sampling, ``decoding.sample_from_z``).
 
         Args:
           step_fn: ``(tokens (B,), state) -> (logits (B, V), state)``.
@@ -338,23 +343,36 @@ class SmilesGrammar:
         Returns:
           ``(step_fn, state)`` for ``decode_loop``: the state pairs the inner state with the
           grammar's (all batch-major, so the compacting loop can drop finished rows; with
-          ``compiled`` the grammar's fields are packed into one int32 matrix, ``_pack``).
+          ``compiled`` the grammar's fields are packed into one int32 matrix, ``_pack``); with
+          ``reject`` a third member, the allowed tokens bool ``(B, V)``.
         """
+        # Rejection checks what ``first_violation`` checks: no way out of a dead end.
+        strict = reject
         if compiled:  # the state as one int32 matrix: one op to pad, drop or gather rows
-            grammar_step = self._compiled_step(batch_size, max_len)
+            grammar_step = self._compiled_step(batch_size, max_len, strict)
             initial = self._pack(self.initial_state(batch_size))
         else:
-            grammar_step = functools.partial(self._step, max_len=max_len)
+            grammar_step = functools.partial(self._step, max_len=max_len, strict=strict)
             initial = self.initial_state(batch_size)
 
         def step(tokens, pair):
-            inner, grammar_state = pair
+            inner, grammar_state = pair[:2]
             grammar_state, allowed = grammar_step(grammar_state, tokens)
             logits, inner = step_fn(tokens, inner)
+            if reject:
+                return logits, (inner, grammar_state, allowed)
             logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
             return logits, (inner, grammar_state)
 
+        if reject:
+            return step, (state, initial, tf.ones([batch_size, self.vocab_size], tf.bool))
         return step, (state, initial)
+
+    @staticmethod
+    def rejects(chosen: tf.Tensor, state: Any) -> tf.Tensor:
+        """For ``masked_step_fn(..., reject=True)``'s state after a step: whether each row's
+        ``chosen`` token int32 ``(B,)`` is one the grammar forbids -> bool ``(B,)``."""
+        return ~tf.gather(state[2], chosen, batch_dims=1)
 
     def _pack(self, state: dict[str, tf.Tensor]) -> tf.Tensor:
         """The state as one int32 matrix ``(B, S)``: its fields side by side, in order."""
@@ -373,39 +391,45 @@ class SmilesGrammar:
         return state
 
     def _step(self, state: dict[str, tf.Tensor], tokens: tf.Tensor,
-              max_len: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+              max_len: int, strict: bool = False) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         """One decoding step of the state machine: the state after ``tokens (B,)`` and the
         tokens allowed next, bool ``(B, V)``.
 
         A row with nothing allowed (a dead end the mask did not see coming: length or valence)
         may only emit ``<eos>``: it ends there and its text is counted invalid, not filled with
-        garbage.
+        garbage. ``strict`` leaves such a row with nothing allowed (rejection: it is rejected).
         """
         state = self.update(state, tokens)
         allowed = self.allowed(state, max_len)
+        if strict:
+            return state, allowed
         stuck = ~tf.reduce_any(allowed, -1, keepdims=True)
         return state, allowed | (stuck & tf.equal(tf.range(self.vocab_size), EOS_ID)[None, :])
 
-    def _compiled_step(self, batch_size: int | tf.Tensor, max_len: int):
+    def _compiled_step(self, batch_size: int | tf.Tensor, max_len: int, strict: bool = False):
         """``_step`` on a packed state (``_pack``), compiled by XLA, for any number of rows up
         to ``batch_size``.
 
-        XLA compiles once per input shape; the rows are padded to ``max(rows, batch_size)``
-        (beam search has more rows than B) and the padding dropped again, so a decoding
-        batch of fixed B compiles once however its loop shrinks. Padded rows are computed and
+        XLA compiles once per input shape; the rows are padded to ``max(rows, B')``, B' the
+        power of two from ``batch_size`` up (beam search has more rows than B), and the padding
+        dropped again, so a decoding batch compiles once however its loop shrinks, and batches
+        of other sizes (a sample's last, rejection's later rounds) rarely compile again. Padded rows are computed and
         thrown away: each row's state machine only reads its own row. Batches of fewer than
         ``COMPILED_MIN_ROWS`` rows keep the plain ops: there the compilation (about a second)
         costs more than the steps it saves.
         """
         def plain(packed, tokens):
-            state, allowed = self._step(self._unpack(packed), tokens, max_len)
+            state, allowed = self._step(self._unpack(packed), tokens, max_len, strict)
             return self._pack(state), allowed
 
         compiled = tf.function(plain, jit_compile=True, reduce_retracing=True, autograph=False)
 
+        bucket = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(batch_size, tf.float32))
+                                           / tf.math.log(2.0) - 1e-6), tf.int32)
+
         def padded(packed, tokens):
             rows = tf.shape(tokens)[0]
-            padding = tf.maximum(rows, batch_size) - rows
+            padding = tf.maximum(rows, bucket) - rows
             packed, allowed = compiled(tf.pad(packed, [[0, padding], [0, 0]]),
                                        tf.pad(tokens, [[0, padding]]))
             return packed[:rows], allowed[:rows]

@@ -183,8 +183,7 @@ def test_after_start_up_sampling_by_rejection_traces_nothing(run, explorer):
         run.config, model=dataclasses.replace(run.config.model, rejection_rounds=3)))
     by_rejection = Explorer(fresh, explorer.map)
     by_rejection.warm_up(background_beam=False)
-    graphs = [inference.compiled_decoder(fresh, False, 1.0, 0, grammar) for grammar in (False, True)]
-    graphs.append(inference._grammar_check(fresh))
+    graphs = inference.rejection_decoders(fresh)
     traced = [graph.experimental_get_tracing_count() for graph in graphs]
     by_rejection.sample(7, temperature=0.6, seed=5)
     by_rejection.sample(30, temperature=1.4, seed=6)

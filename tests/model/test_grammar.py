@@ -247,3 +247,53 @@ def test_teacher_forced_masks_are_the_step_by_step_masks():
         state = grammar.update(state, tf.constant(ids[:, t]))
     compiled = tf.function(grammar.teacher_forced_masks, jit_compile=True)(tf.constant(ids), 20)
     np.testing.assert_array_equal(compiled.numpy(), masks)
+
+
+@pytest.mark.parametrize("compact, compiled, in_graph", [
+    (True, False, False), (True, True, True), (False, False, True), (False, True, False)])
+def test_rejection_decoding_stops_each_row_where_the_check_rejects_it(compact, compiled, in_graph,
+                                                                       monkeypatch):
+    """``masked_step_fn(reject=True)`` + ``decode_loop(stop_fn=rejects)`` decode without the
+    mask and stop a row at its first forbidden token: the rows it rejects are those
+    ``first_violation`` rejects in the unmasked decoding of the same seed, their ids are that
+    decoding's up to the forbidden token, and the rows it keeps are the unmasked (and the
+    masked) decoding's whole."""
+    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)  # (the default is 256)
+    vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br", "c1ccccc1O"])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    max_len, batch, seed = 24, 300, tf.constant([6, 1])
+    # Random logits that favour "C" and, from the third token on, <eos>: some rows end clean,
+    # others emit a token the grammar forbids.
+    random_step = _stub_step(len(vocab), seed=7)
+    favour = np.zeros([2, len(vocab)], np.float32)
+    favour[:, vocab.tokens.index("C")] = 9.0
+    favour[1, EOS_ID] = 8.0
+
+    def stepper(tokens, position):
+        logits, after = random_step(tokens, position)
+        return logits + tf.gather(favour, tf.minimum(position // 2, 1)), after
+
+    start = tf.zeros([batch], tf.int32)
+
+    def decode(reject):
+        step, state = (grammar.masked_step_fn(stepper, start, batch, max_len, compiled=compiled,
+                                              reject=True) if reject else (stepper, start))
+        return decoding.decode_loop(step, state, batch, max_len, BOS_ID, EOS_ID, seed=seed,
+                                    compact=compact, stop_fn=grammar.rejects if reject else None)
+
+    run = (lambda reject: tf.function(lambda: decode(reject))()) if in_graph else decode
+    ids, rejected = (t.numpy() for t in run(True))
+    unmasked = run(False).numpy()
+    first = grammar.first_violation(tf.constant(unmasked)).numpy()
+    np.testing.assert_array_equal(rejected, first >= 0)
+    assert 0.1 * batch < rejected.sum() < 0.9 * batch
+    np.testing.assert_array_equal(ids[~rejected], unmasked[~rejected])
+    for row in np.flatnonzero(rejected):
+        stop = first[row]
+        np.testing.assert_array_equal(ids[row, :stop + 1], unmasked[row, :stop + 1])
+        assert (ids[row, stop + 1:] == PAD_ID).all()
+    masked_step, state = grammar.masked_step_fn(stepper, start, batch, max_len)
+    masked = decoding.decode_loop(masked_step, state, batch, max_len, BOS_ID, EOS_ID, seed=seed,
+                                  compact=compact).numpy()
+    np.testing.assert_array_equal(masked[~rejected], ids[~rejected])
+    assert not (masked[rejected] == ids[rejected]).all(1).any()
