@@ -188,12 +188,13 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
                  "--temperatures", "1.0"]) == 0
     out, err = capsys.readouterr()
     assert ("then keeps the aggregate posterior of 50,000 training sequences as the prior "
-            "(widened 1.6x)" in err)  # the start line says so, and the end of training does it
+            "(widened 1.45x)" in err)  # the start line says so, and the end of training does it
     assert re.search(r"prior: the aggregate posterior of \d+ training sequences", err)
     assert re.search(r"sampled 20 molecules from the prior at temperature 1 \(z from the aggregate "
-                     r"posterior of \d+ training encodings, each widened 1.6x\): valid \d+\.\d%.*"
+                     r"posterior of \d+ training encodings, each widened 1.45x\): valid \d+\.\d%.*"
                      r"by rejection under the grammar: \d+\.\d% of first draws rejected", out)
     assert re.search(r"reconstructed \d+\.\d% of 20 MOSES test molecules drawn at random exactly", out)
     assert (tmp_path / "demo" / "samples_t1.smi").exists()
     assert real().train.max_steps == 2000 and real().data.kekulize  # the demo's fixed length
     assert not real().train.grammar_softmax and real().model.rejection_rounds == 8  # its recipe
+    assert real().model.grammar_features and real().model.prior_widen == 1.45
