@@ -11,7 +11,9 @@ all of them, ``evaluate``'s scale; MOSES's files are ordered), the share the gra
 the first draw and masked after R rounds, and the sampling time with molecules a second, valid
 ones a second. Each way is first called once untimed on as many samples with another seed (its
 traces and XLA compiles, which a command pays once: printed as "first call s"), so that the rates
-compare steady states. Last, the bound on any exact sampler of ``p(x | x grammatical)`` that
+compare steady states; then the three are timed in turns, ``--repeats`` times (A B C A B C ...,
+so that a change of the machine's load falls on each alike), and the medians are printed with
+the range of the ratios. Last, the bound on any exact sampler of ``p(x | x grammatical)`` that
 decodes from the model: counting decoded tokens, a sample costs the accepted string's tokens plus
 ``r / (1 - r)`` rejected strings, each stopped at its violation at best, against one string of any
 kind without the grammar (measured on the no-grammar draw's own strings). z comes from the
@@ -38,7 +40,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--full-test", action="store_true",
                         help="FCD against all of MOSES test (its cached statistics)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed draws of each way, in turns (medians printed)")
     args = parser.parse_args()
+    import statistics
+
     import numpy as np
 
     from latent_ablation import sample_measures  # bench/ is first on sys.path as a script
@@ -58,31 +64,39 @@ def main() -> int:
         test = read_sequences("moses:test").texts
         test = [test[i] for i in np.random.default_rng(args.seed).permutation(len(test))[:10_000]]
     train_set = set(read_sequences("moses:train").texts)
-    rows = []
-    for name, kwargs in (("no grammar (valid ones scored)", {"grammar": False}),
-                         ("grammar mask", {"rejection": 0}),
-                         (f"rejection under the grammar, {args.rounds} rounds",
-                          {"rejection": args.rounds})):
-        started = time.monotonic()  # traces, and from 10,000 rows the XLA compiles: untimed
-        inference.sample(run, args.samples, temperature=1.0, seed=args.seed + 1, **kwargs)
-        first = time.monotonic() - started
-        stats: dict = {}
+    ways = (("no grammar (valid ones scored)", {"grammar": False}),
+            ("grammar mask", {"rejection": 0}),
+            (f"rejection under the grammar, {args.rounds} rounds", {"rejection": args.rounds}))
+    firsts = []
+    for _, kwargs in ways:  # traces, and from 10,000 rows the XLA compiles: untimed
         started = time.monotonic()
-        samples = inference.sample(run, args.samples, temperature=1.0, seed=args.seed, stats=stats,
-                                   **kwargs)
-        seconds = time.monotonic() - started
-        row = {"sampling": name, "first call s": round(first, 1), "s": round(seconds, 1),
-               **sample_measures(samples, train_set, test),
-               **stats}
-        row["mol_per_s"] = args.samples / seconds
-        row["valid_per_s"] = row["valid"] * args.samples / seconds
+        inference.sample(run, args.samples, temperature=1.0, seed=args.seed + 1, **kwargs)
+        firsts.append(time.monotonic() - started)
+    seconds: list[list[float]] = [[] for _ in ways]
+    outputs: list = [None] * len(ways)
+    for _ in range(max(args.repeats, 1)):  # in turns: the machine's load falls on each alike
+        for i, (_, kwargs) in enumerate(ways):
+            stats: dict = {}
+            started = time.monotonic()
+            samples = inference.sample(run, args.samples, temperature=1.0, seed=args.seed,
+                                       stats=stats, **kwargs)
+            seconds[i].append(time.monotonic() - started)
+            outputs[i] = (samples, stats)  # the same seed: the same samples every time
+    rows = []
+    for (name, _), first, times, (samples, stats) in zip(ways, firsts, seconds, outputs):
+        median = statistics.median(times)
+        row = {"sampling": name, "first call s": round(first, 1), "s": round(median, 1),
+               **sample_measures(samples, train_set, test), **stats}
+        row["mol_per_s"] = args.samples / median
+        row["valid_per_s"] = row["valid"] * args.samples / median
+        row["times"] = [round(t, 2) for t in times]
         rows.append({k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in row.items()})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(f"\n{args.run_dir}, {args.samples} samples at T = 1.0 each\n")
     print(f"z from {inference.describe_prior(run)}\n")
     scale = "all" if args.full_test else "10k"
     print(f"| sampling | valid | unique@10k | novelty | FCD/Test ({scale}) | rejected / masked | "
-          "first call s | s | mol/s | valid mol/s |")
+          f"first call s | s (median of {len(seconds[0])}) | mol/s | valid mol/s |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for row in rows:
         fcd = "n/a" if row["fcd"] is None else f"{row['fcd']:.2f}"
@@ -92,11 +106,12 @@ def main() -> int:
               f"{row['mol_per_s']:.0f} | {row['valid_per_s']:.0f} |")
     plain = rows[0]
     print()
-    for row in rows[1:]:
+    for i, row in enumerate(rows[1:], 1):
         raw = row["mol_per_s"] / plain["mol_per_s"]
         valid = row["valid_per_s"] / plain["valid_per_s"]
-        print(f"{row['sampling']} / no grammar: {raw:.3f}x the molecules a second, "
-              f"{valid:.3f}x the valid ones")
+        turns = [a / b for a, b in zip(seconds[0], seconds[i])]  # each turn's raw ratio
+        print(f"{row['sampling']} / no grammar: {raw:.3f}x the molecules a second (turns "
+              f"{min(turns):.3f}-{max(turns):.3f}x), {valid:.3f}x the valid ones")
     b = exact_sampler_bound(run, args.samples, args.seed)
     print(f"\nexact samplers' bound, in decoded tokens (no-grammar draw: {b['rejected']:.1%} "
           f"rejected; strings {b['mean_length']:.1f} tokens, accepted {b['accepted_length']:.1f}, "

@@ -222,31 +222,45 @@ def beam_search(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
 
 
 def decoder_step_fn(decoder, z: tf.Tensor,
-                    banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID, UNK_ID)) -> tuple[StepFn, list[tf.Tensor]]:
+                    banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID, UNK_ID),
+                    stepper: tuple | None = None) -> tuple[StepFn, list[tf.Tensor]]:
     """Wraps a ``seqvae.model.Decoder`` conditioned on ``z (B, L)`` as a step function + state.
 
     z's share of the first layer's input projection is computed once here, not at every step.
     ``banned_ids`` (``<pad>``, ``<bos>``, ``<unk>``) can never be generated: they are never
     training targets, and an emitted ``<unk>`` would only make the text invalid.
+    ``stepper`` (a decoder that reads the grammar, decoding under its mask): the grammar's
+    ``SmilesGrammar.stepper``, which the step runs in place of its own ``update``, keeping the
+    tokens allowed next as the state's last member (``SmilesGrammar.mask_from_state``).
     """
     ban = tf.constant([-1e9 if i in banned_ids else 0.0 for i in range(decoder.vocab_size)])
 
     grammar = decoder.grammar if decoder.feature_dim else None
+    yields_masks = grammar is not None and stepper is not None
+    if grammar is not None and stepper is None:
+        stepper = (grammar.initial_state(tf.shape(z)[0]),
+                   lambda state, tokens: (grammar.update(state, tokens), None), lambda s: s)
 
     def step(tokens, state):
-        latent_proj, layer_states, grammar_state = state
+        latent_proj, layer_states, grammar_state = state[:3]
         token_proj = decoder.token_projection(tokens)
+        allowed = None
         if grammar is not None:  # the decoder reads the grammar's state after ``tokens``
-            grammar_state = grammar.update(grammar_state, tokens)
+            grammar_state, allowed = stepper[1](grammar_state, tokens)
             token_proj = token_proj + decoder.feature_projection(
-                grammar.features(grammar_state, decoder.grammar_max_len))
+                grammar.features(stepper[2](grammar_state), decoder.grammar_max_len))
         logits, layer_states = decoder.step(token_proj, latent_proj, list(layer_states))
-        return tf.cast(logits, tf.float32) + ban, (latent_proj, layer_states, grammar_state)
+        new_state = (latent_proj, layer_states, grammar_state)
+        return tf.cast(logits, tf.float32) + ban, new_state + (
+            (allowed,) if allowed is not None else ())
 
     # z's share of the first layer's projection rides in the state (it is computed once, and
     # it shrinks with the batch when finished sequences are dropped).
-    grammar_state = {} if grammar is None else grammar.initial_state(tf.shape(z)[0])
-    return step, (decoder.latent_projection(z), decoder.initial_states(z), grammar_state)
+    state = (decoder.latent_projection(z), decoder.initial_states(z),
+             {} if grammar is None else stepper[0])
+    if yields_masks:  # the allowed tokens, read after the first step
+        state += (tf.ones([tf.shape(z)[0], decoder.vocab_size], tf.bool),)
+    return step, state
 
 
 def forced_prefix_step_fn(step_fn: StepFn, state: Any, prefix: tf.Tensor,
@@ -307,12 +321,17 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     max_len = max_len or model.max_len
     batch_size = tf.shape(z)[0]
     start_id = model.bos_id if model.bos_id is not None else PAD_ID
-    step, state = decoder_step_fn(model.decoder, z)
     if reject and (grammar is None or beam_width > 1 or prefix is not None):
         raise SeqvaeError("rejection decoding needs a grammar, and no beam search or prefix")
-    if grammar is not None:
-        step, state = grammar.masked_step_fn(step, state, batch_size, max_len,
-                                             compiled=compiled_mask, reject=reject)
+    if grammar is not None and model.decoder.feature_dim:  # one state machine for both
+        step, state = decoder_step_fn(model.decoder, z, stepper=grammar.stepper(
+            batch_size, max_len, compiled_mask, strict=reject))
+        step, state = grammar.mask_from_state(step, state, reject)
+    else:
+        step, state = decoder_step_fn(model.decoder, z)
+        if grammar is not None:
+            step, state = grammar.masked_step_fn(step, state, batch_size, max_len,
+                                                 compiled=compiled_mask, reject=reject)
     if prefix is not None:
         step, state = forced_prefix_step_fn(step, state, prefix, prefix_lengths)
     if beam_width > 1:

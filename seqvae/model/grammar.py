@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -346,14 +346,7 @@ class SmilesGrammar:
           ``compiled`` the grammar's fields are packed into one int32 matrix, ``_pack``); with
           ``reject`` a third member, the allowed tokens bool ``(B, V)``.
         """
-        # Rejection checks what ``first_violation`` checks: no way out of a dead end.
-        strict = reject
-        if compiled:  # the state as one int32 matrix: one op to pad, drop or gather rows
-            grammar_step = self._compiled_step(batch_size, max_len, strict)
-            initial = self._pack(self.initial_state(batch_size))
-        else:
-            grammar_step = functools.partial(self._step, max_len=max_len, strict=strict)
-            initial = self.initial_state(batch_size)
+        initial, grammar_step, _ = self.stepper(batch_size, max_len, compiled, strict=reject)
 
         def step(tokens, pair):
             inner, grammar_state = pair[:2]
@@ -369,10 +362,39 @@ class SmilesGrammar:
         return step, (state, initial)
 
     @staticmethod
+    def mask_from_state(step_fn, state: Any, reject: bool = False) -> tuple[Any, Any]:
+        """``masked_step_fn`` for a step function that runs this grammar's ``stepper`` itself
+        and keeps the tokens allowed next as the last member of its state (the decoder that
+        reads the grammar, ``decoding.decoder_step_fn``): one state machine, not two."""
+        if reject:
+            return step_fn, state
+
+        def step(tokens, inner):
+            logits, inner = step_fn(tokens, inner)
+            return tf.where(inner[-1], logits, tf.constant(-1e9, logits.dtype)), inner
+
+        return step, state
+
+    @staticmethod
     def rejects(chosen: tf.Tensor, state: Any) -> tf.Tensor:
-        """For ``masked_step_fn(..., reject=True)``'s state after a step: whether each row's
-        ``chosen`` token int32 ``(B,)`` is one the grammar forbids -> bool ``(B,)``."""
-        return ~tf.gather(state[2], chosen, batch_dims=1)
+        """For the state after a step of ``masked_step_fn(..., reject=True)`` (or
+        ``mask_from_state``): whether each row's ``chosen`` token int32 ``(B,)`` is one the
+        grammar forbids -> bool ``(B,)``."""
+        return ~tf.gather(state[-1], chosen, batch_dims=1)
+
+    def stepper(self, batch_size: int | tf.Tensor, max_len: int, compiled: bool = False,
+                strict: bool = False) -> tuple[Any, Callable, Callable]:
+        """The state machine as decoding steps it: ``(initial state, step(state, tokens (B,))
+        -> (state, allowed bool (B, V)), fields(state) -> the state's dict)``.
+
+        ``compiled``: under XLA on a packed state (``_compiled_step``); ``strict``: a dead end
+        allows nothing (rejection checks what ``first_violation`` checks), else ``<eos>``.
+        """
+        if compiled:  # the state as one int32 matrix: one op to pad, drop or gather rows
+            return (self._pack(self.initial_state(batch_size)),
+                    self._compiled_step(batch_size, max_len, strict), self._unpack)
+        return (self.initial_state(batch_size),
+                functools.partial(self._step, max_len=max_len, strict=strict), lambda s: s)
 
     def _pack(self, state: dict[str, tf.Tensor]) -> tf.Tensor:
         """The state as one int32 matrix ``(B, S)``: its fields side by side, in order."""

@@ -103,3 +103,36 @@ def test_the_config_refuses_features_without_smiles_or_teacher_forcing():
         with pytest.raises(SeqvaeError, match="needs model.decoder_input=teacher_forcing"):
             dataclasses.replace(config, model=dataclasses.replace(config.model, **model),
                                 train=dataclasses.replace(config.train, **train))
+
+
+@pytest.mark.parametrize("reject, compiled", [(False, False), (False, True), (True, True),
+                                              (True, False)])
+def test_one_state_machine_serves_the_features_and_the_mask(reject, compiled, monkeypatch):
+    """Decoding a features decoder under the mask (or by rejection) runs the grammar once, its
+    stepper inside the decoder's step: the same ids as a second, separate state machine
+    wrapped around it (``masked_step_fn``), plain or under XLA; beam search too."""
+    from seqvae.model import grammar as grammar_module
+
+    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)
+    vocab, grammar, ids = _setup()
+    _, model = _model(vocab, grammar)
+    z = tf.random.stateless_normal([40, model.config.latent_dim], [3, 4]) * 2.0
+    seed = tf.constant([5, 6])
+    shared = decoding.sample_from_z(model, z, MAX_LEN, seed=seed, grammar=grammar,
+                                    compiled_mask=compiled, reject=reject)
+    step, state = decoding.decoder_step_fn(model.decoder, z)
+    step, state = grammar.masked_step_fn(step, state, 40, MAX_LEN, compiled=compiled,
+                                         reject=reject)
+    separate = decoding.decode_loop(step, state, 40, MAX_LEN, BOS_ID, 2, seed=seed, compact=True,
+                                    stop_fn=grammar.rejects if reject else None)
+    for a, b in zip(tf.nest.flatten(shared), tf.nest.flatten(separate)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    if reject:
+        assert 0 < shared[1].numpy().sum() < 40  # some rows rejected, some kept
+    else:
+        beam = decoding.sample_from_z(model, z, MAX_LEN, grammar=grammar, beam_width=3,
+                                      compiled_mask=compiled)
+        step, state = decoding.decoder_step_fn(model.decoder, z)
+        step, state = grammar.masked_step_fn(step, state, 40, MAX_LEN, compiled=compiled)
+        np.testing.assert_array_equal(beam.numpy(), decoding.beam_search(
+            step, state, 40, MAX_LEN, 3, BOS_ID, 2)[0].numpy())
