@@ -72,11 +72,15 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
     def log_terms(ids, mean, log_var, eps):
         """-> log p(x|z) and log p(z) - log q(z|x), each (K, B), for the K draws
         z = mean + std * eps[k] (eps ``(K, B, L)``), decoded as one batch of K * B rows; the
-        grammar's masks depend on ids only, so they are computed once for the K draws."""
+        grammar's masks (and a grammar-reading decoder's features) depend on ids only, so they
+        are computed once for the K draws."""
         draws, batch = tf.shape(eps)[0], tf.shape(ids)[0]
         z = tf.reshape(mean[None] + tf.exp(0.5 * log_var)[None] * eps, [-1, latent_dim])
         tiled = tf.tile(ids, [draws, 1])  # row k * B + i is ids[i]
-        logits = model.decoder(z, model.decoder_inputs(tiled), training=False)
+        features = model.decoder_features(ids)
+        if features is not None:
+            features = tf.tile(features, [draws, 1, 1])
+        logits = model.decoder(z, model.decoder_inputs(tiled), training=False, features=features)
         if softmax_grammar is not None:  # the run's distribution is the constrained softmax
             masks = softmax_grammar.teacher_forced_masks(ids, run.max_len)
             logits = objective.constrained_logits(logits, tf.tile(masks, [draws, 1, 1]))

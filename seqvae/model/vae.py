@@ -85,6 +85,14 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
         start = tf.fill([tf.shape(ids)[0], 1], tf.cast(self.bos_id or PAD_ID, ids.dtype))
         return tf.concat([start, ids[:, :-1]], axis=1)
 
+    def decoder_features(self, ids: tf.Tensor) -> tf.Tensor | None:
+        """What a ``grammar_features`` decoder reads under teacher forcing: the grammar's state
+        before each target of ``ids (B, T)``, float32 ``(B, T, FEATURE_DIM)``; None for a
+        decoder that reads no grammar."""
+        if not self.decoder.feature_dim:
+            return None
+        return self.decoder.grammar.teacher_forced_features(ids, self.max_len)
+
     def call(self, ids, training=None, seed=None, sample_z=True, decoder_inputs=None,
              z_noise=None):
         """``z_noise`` ``(B, L)``: use these standard-normal draws for the reparametrization."""
@@ -99,11 +107,9 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
             z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0))
         if decoder_inputs is None:
             decoder_inputs = self.decoder_inputs(ids)
-        features = None
-        if self.decoder.feature_dim:  # the grammar's state before each target
-            features = self.decoder.grammar.teacher_forced_features(ids, self.max_len)
         logits = self.decoder(z, decoder_inputs, training=training,
-                              seed=randomness.fold_in(seed, 1), features=features)
+                              seed=randomness.fold_in(seed, 1),
+                              features=self.decoder_features(ids))
         out = {"logits": logits, "z_mean": z_mean, "z_log_var": z_log_var, "z": z}
         if self.property_head is not None:
             out["properties"] = self.property_head(z, training=training)  # (B, P)

@@ -62,3 +62,27 @@ def test_mutual_information_of_identical_and_of_separated_posteriors():
 
 
 # --- reconstruction ------------------------------------------------------------------------------
+
+
+def test_vae_quality_of_a_decoder_that_reads_the_grammar(tmp_path):
+    """A ``model.grammar_features`` run's likelihood reads the grammar's state under teacher
+    forcing, as its training did (evaluate stopped on it with a missing input before)."""
+    import dataclasses
+
+    import tensorflow as tf
+    from conftest import SMILES, tiny_config
+
+    from seqvae.training.loop import train
+    from seqvae.training.rundir import load_run
+
+    config = tiny_config(grammar_features=True)
+    run_dir = str(tmp_path / "features")
+    train(dataclasses.replace(config, train=dataclasses.replace(
+        config.train, max_steps=10, epochs=5)), run_dir, SMILES)
+    run = load_run(run_dir)
+    quality = vae_quality.vae_quality(run, TEST, iw_samples=3, batch_size=4)
+    assert math.isfinite(quality["nll_iw"]) and quality["recon"] > 0
+    # The feature rows of the first layer's kernel zeroed: another likelihood, so it read them.
+    kernel, rows = run.model.decoder.grus[0].kernel, run.model.decoder.feature_dim
+    kernel.assign(tf.concat([kernel[:-rows], tf.zeros_like(kernel[-rows:])], axis=0))
+    assert vae_quality.vae_quality(run, TEST, iw_samples=3, batch_size=4)["recon"] != quality["recon"]
