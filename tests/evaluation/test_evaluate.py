@@ -177,3 +177,23 @@ def test_prior_hint_only_for_repeating_standard_prior_samples():
     assert prior_hint({"unique@1000": 0.99, "unique@10000": 0.97}, "standard", "runs/x") is None
     assert prior_hint({"unique@10000": 0.5}, "fitted", "runs/x") is None  # already fitted
     assert prior_hint({"unique@10000": float("nan")}, "standard", "runs/x") is None
+
+
+def test_evaluate_a_decoder_that_reads_the_grammar(tmp_path):
+    """Every part of evaluate on a ``model.grammar_features`` run (the demo's decoder): samples
+    by rejection, the likelihood with the teacher-forced grammar state, reconstruction and
+    interpolation (session 27: the likelihood stopped on a missing input)."""
+    from conftest import tiny_config
+
+    from seqvae.training.loop import train
+
+    config = tiny_config(grammar_features=True, rejection_rounds=2)
+    run_dir = str(tmp_path / "features")
+    train(dataclasses.replace(config, train=dataclasses.replace(
+        config.train, max_steps=10, epochs=5)), run_dir, SMILES)
+    results = ev.evaluate(run_dir, n_samples=30, test=TEST, train=SMILES, include_fcd=False,
+                          iw_samples=2, recon_molecules=3, quality_sequences=6, progress=None)
+    assert results["sampling"]["rejection_rounds"] == 2
+    assert results["vae_quality"]["sequences"] == 6 and results["reconstruction"]["molecules"] == 3
+    with open(os.path.join(results["report_dir"], "samples.smi")) as handle:
+        assert len(handle.read().split("\n")[:-1]) == 30
