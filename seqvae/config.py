@@ -463,8 +463,8 @@ def demo_config() -> Config:
     grammar rejects (11% of first draws against 26%), so that rejection under the grammar keeps
     0.82x the rate of sampling without it (0.72x); its samples sit a little farther from MOSES,
     so each posterior is widened 1.45x, not 1.6x (FCD/Test 1.71, novelty 0.837 by evaluate; at
-    1.6 2.03 and 0.876 by ``bench/rejection.py``). Like every preset it samples by rejection under the grammar
-    (``with_latent_recipe``)."""
+    1.6 2.03 and 0.876 by ``bench/rejection.py``). Like every preset it samples by rejection
+    under the grammar (``with_latent_recipe``)."""
     base = _cpu_config()
     return dataclasses.replace(
         base, model=dataclasses.replace(base.model, prior="aggregate", prior_widen=1.45,

@@ -162,10 +162,10 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
         forced = {} if not prefixed else {
             "prefix": tf.constant(prefix[start:start + batch_size]),
             "prefix_lengths": tf.constant(prefix_lengths[start:start + batch_size])}
-        decoded = decode_ids(tf.constant(z[start:start + batch_size]),
-                             randomness.fold_in(base, i), *extra, **forced)
+        rows = z[start:start + batch_size]
+        decoded = decode_ids(tf.constant(rows), randomness.fold_in(base, i), *extra, **forced)
         out(tf.nest.map_structure(lambda t: t.numpy(), decoded))
-        done += len(z[start:start + batch_size])
+        done += len(rows)
         if progress is not None:
             rate = done / max(time.monotonic() - started, 1e-9)
             progress(f"{verb} {done}/{len(z)} ({rate:.0f}/s)")

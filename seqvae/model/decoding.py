@@ -240,15 +240,16 @@ def decoder_step_fn(decoder, z: tf.Tensor,
     if grammar is not None and stepper is None:
         stepper = (grammar.initial_state(tf.shape(z)[0]),
                    lambda state, tokens: (grammar.update(state, tokens), None), lambda s: s)
+    grammar_initial, advance, fields = stepper if grammar is not None else ({}, None, None)
 
     def step(tokens, state):
         latent_proj, layer_states, grammar_state = state[:3]
         token_proj = decoder.token_projection(tokens)
         allowed = None
         if grammar is not None:  # the decoder reads the grammar's state after ``tokens``
-            grammar_state, allowed = stepper[1](grammar_state, tokens)
+            grammar_state, allowed = advance(grammar_state, tokens)
             token_proj = token_proj + decoder.feature_projection(
-                grammar.features(stepper[2](grammar_state), decoder.grammar_max_len))
+                grammar.features(fields(grammar_state), decoder.grammar_max_len))
         logits, layer_states = decoder.step(token_proj, latent_proj, list(layer_states))
         new_state = (latent_proj, layer_states, grammar_state)
         return tf.cast(logits, tf.float32) + ban, new_state + (
@@ -256,8 +257,7 @@ def decoder_step_fn(decoder, z: tf.Tensor,
 
     # z's share of the first layer's projection rides in the state (it is computed once, and
     # it shrinks with the batch when finished sequences are dropped).
-    state = (decoder.latent_projection(z), decoder.initial_states(z),
-             {} if grammar is None else stepper[0])
+    state = (decoder.latent_projection(z), decoder.initial_states(z), grammar_initial)
     if yields_masks:  # the allowed tokens, read after the first step
         state += (tf.ones([tf.shape(z)[0], decoder.vocab_size], tf.bool),)
     return step, state

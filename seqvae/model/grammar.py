@@ -435,10 +435,10 @@ class SmilesGrammar:
         XLA compiles once per input shape; the rows are padded to ``max(rows, B')``, B' the
         power of two from ``batch_size`` up (beam search has more rows than B), and the padding
         dropped again, so a decoding batch compiles once however its loop shrinks, and batches
-        of other sizes (a sample's last, rejection's later rounds) rarely compile again. Padded rows are computed and
-        thrown away: each row's state machine only reads its own row. Batches of fewer than
-        ``COMPILED_MIN_ROWS`` rows keep the plain ops: there the compilation (about a second)
-        costs more than the steps it saves.
+        of other sizes (a sample's last, rejection's later rounds) rarely compile again. Padded
+        rows are computed and thrown away: each row's state machine only reads its own row.
+        Batches of fewer than ``COMPILED_MIN_ROWS`` rows keep the plain ops: there the
+        compilation (about a second) costs more than the steps it saves.
         """
         def plain(packed, tokens):
             state, allowed = self._step(self._unpack(packed), tokens, max_len, strict)

@@ -85,4 +85,5 @@ def test_vae_quality_of_a_decoder_that_reads_the_grammar(tmp_path):
     # The feature rows of the first layer's kernel zeroed: another likelihood, so it read them.
     kernel, rows = run.model.decoder.grus[0].kernel, run.model.decoder.feature_dim
     kernel.assign(tf.concat([kernel[:-rows], tf.zeros_like(kernel[-rows:])], axis=0))
-    assert vae_quality.vae_quality(run, TEST, iw_samples=3, batch_size=4)["recon"] != quality["recon"]
+    ignored = vae_quality.vae_quality(run, TEST, iw_samples=3, batch_size=4)
+    assert ignored["recon"] != quality["recon"]
