@@ -145,7 +145,9 @@ class ExportModule(tf.Module):
 
     def _rejection_ids(self, z, temperature, base):
         """``inference.rejection_sample`` in the graph, for one decoding batch: the same seeds
-        (``decoding.rejection_round_seed``), the same texts. The rounds are unrolled, each
+        (``decoding.rejection_round_seed``), the same draws a round (``rejection_attempts``),
+        the same texts (a later round's draws, at most twice the pending rows, are one batch
+        there too while n <= its batch_size). The rounds are unrolled, each
         calling one traced function that decodes without the mask and stops a row at its
         first forbidden token (traced inline, R copies took most of a tiny run's minute of
         export)."""
@@ -158,18 +160,23 @@ class ExportModule(tf.Module):
                                                                         True), autograph=False)
 
         ids = tf.zeros([tf.shape(z)[0], self.max_len], tf.int32)
-        pending = tf.range(tf.shape(z)[0])
+        pending, first = tf.range(tf.shape(z)[0]), None
         for round_ in range(self.rejection_rounds):  # unrolled: R is fixed for the run
             round_base = base if round_ == 0 else decoding.rejection_round_seed(base, round_)
-            if round_:
-                fresh = self._prior_z(tf.size(pending), round_base)
-                z = tf.tensor_scatter_nd_update(z, pending[:, None], fresh)
-            drawn, rejected = rejecting(tf.gather(z, pending), randomness.fold_in(round_base, 0),
-                                        temperature)
-            accepted = ~rejected
-            ids = tf.tensor_scatter_nd_update(ids, tf.boolean_mask(pending, accepted)[:, None],
-                                              tf.boolean_mask(drawn, accepted))
-            pending = tf.boolean_mask(pending, ~accepted)
+            drawn_z = z if not round_ else self._prior_z(  # the pending rows' draws, and spares
+                decoding.rejection_attempts(tf.size(pending), *first), round_base)
+            drawn, rejected = rejecting(drawn_z, randomness.fold_in(round_base, 0), temperature)
+            if round_:  # the first accepted draws fill the pending rows, in order
+                kept = tf.where(~rejected)[:, 0][:tf.size(pending)]
+                filled, pending = pending[:tf.size(kept)], pending[tf.size(kept):]
+                ids = tf.tensor_scatter_nd_update(ids, filled[:, None], tf.gather(drawn, kept))
+                z = tf.tensor_scatter_nd_update(z, pending[:, None], tf.gather(
+                    drawn_z, tf.where(rejected)[:, 0][:tf.size(pending)]))  # the masked rest's
+            else:
+                ids = tf.tensor_scatter_nd_update(ids, tf.boolean_mask(pending, ~rejected)[:, None],
+                                                  tf.boolean_mask(drawn, ~rejected))
+                first = (tf.reduce_sum(tf.cast(rejected, tf.int32)), tf.size(rejected))
+                pending = tf.boolean_mask(pending, rejected)
         masked = draw(tf.gather(z, pending), randomness.fold_in(
             decoding.rejection_round_seed(base, self.rejection_rounds), 0), temperature, False)
         return tf.tensor_scatter_nd_update(ids, pending[:, None], masked)

@@ -334,16 +334,20 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     training molecules). This draws instead from ``p(x | x grammatical)``: each row is decoded
     *without* the mask from its ``z``, and stopped at its first token the grammar forbids
     (``decoding.sample_from_z(reject=True)``: what ``SmilesGrammar.first_violation`` rejects,
-    with no work spent on the rest of the string); a rejected row is drawn again, a fresh ``z``
-    from ``prior`` and fresh noise, for up to ``rounds`` rounds; what is still rejected then is
-    decoded under the mask from its last ``z`` (the share is about ``rejected ** rounds``).
-    Sampling is Gumbel-max, so a row the first round accepts is exactly what masked sampling
-    with the same seed gives.
+    with no work spent on the rest of the string). The rows the first round rejects are filled
+    by later rounds, for up to ``rounds`` rounds: each draws fresh ``z`` from ``prior`` and fresh
+    noise for the pending rows and spares (``decoding.rejection_attempts``: enough that one round
+    nearly always fills them all), and gives its accepted draws to the pending rows in order;
+    what is still pending then is decoded under the mask from the ``z`` of a draw the last round
+    rejected (a share of about ``rejected ** rounds`` or less). Sampling is Gumbel-max, so a row
+    the first round accepts is exactly what masked sampling with the same seed gives.
 
     Args:
       run: a SMILES run with a grammar.
       z: the first round's latent vectors ``(N, latent_dim)``.
       rounds: R >= 1.
+      batch_size: the first round's decoding batches; a later round decodes its draws in as
+        few batches of at most twice as many rows.
       prior: where later rounds draw ``z`` (``standard`` or ``fitted``; None: the run's own).
       stats: receives ``rejected`` (share of rows the first round rejected) and ``masked``
         (share decoded under the mask at the end).
@@ -358,23 +362,33 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
     compiled = len(z) >= COMPILED_MASK_MIN  # every round's check under XLA where it pays
     z = np.array(z, np.float32)  # a copy: later rounds replace the rejected rows' z
     texts: list[str | None] = [None] * len(z)
-    pending, rejected_first = np.arange(len(z)), None
+    pending, first = np.arange(len(z)), None
     for round_ in range(rounds):
         round_seed = seed if round_ == 0 else _derived_seed(seed, round_)
-        if round_:
-            z[pending] = prior_draw(run, len(pending), round_seed, prior)
+        if round_:  # fresh draws for the pending rows, and spares
+            draws = int(decoding.rejection_attempts(len(pending), *first))
+            drawn_z = prior_draw(run, draws, round_seed, prior)
+            batches = -(-draws // (2 * batch_size))
+            size = -(-draws // batches)
+        else:
+            drawn_z, size = z, batch_size
         decoded: list[tuple[np.ndarray, np.ndarray]] = []
-        decode_id_batches(run, z[pending], decoded.append, greedy=greedy,
-                          temperature=temperature, top_k=top_k, seed=round_seed,
-                          batch_size=batch_size, reject=True, compiled_mask=compiled)
+        decode_id_batches(run, drawn_z, decoded.append, greedy=greedy, temperature=temperature,
+                          top_k=top_k, seed=round_seed, batch_size=size, reject=True,
+                          compiled_mask=compiled)
         ids = np.concatenate([d[0] for d in decoded]) if decoded else np.zeros(
             (0, run.max_len), np.int32)
         bad = np.concatenate([d[1] for d in decoded]) if decoded else np.zeros((0,), bool)
-        for row, text in zip(pending[~bad], ids_to_texts(run.codec, ids[~bad])):
+        if round_:
+            kept = np.flatnonzero(~bad)[:len(pending)]  # the first accepted draws, in order
+            filled, pending = pending[:len(kept)], pending[len(kept):]
+            z[filled] = drawn_z[kept]
+            z[pending] = drawn_z[np.flatnonzero(bad)[:len(pending)]]  # for the masked rest
+        else:
+            kept, filled = np.flatnonzero(~bad), pending[~bad]
+            first, pending = (int(bad.sum()), len(bad)), pending[bad]
+        for row, text in zip(filled, ids_to_texts(run.codec, ids[kept])):
             texts[row] = text
-        if rejected_first is None:
-            rejected_first = float(bad.mean()) if len(bad) else 0.0
-        pending = pending[bad]
         if progress is not None:
             progress(f"sampled {len(z) - len(pending)}/{len(z)} the grammar accepts "
                      f"(round {round_ + 1} of {rounds})")
@@ -387,7 +401,8 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
         for row, text in zip(pending, last):
             texts[row] = text
     if stats is not None:
-        stats.update(rejected=rejected_first or 0.0, masked=len(pending) / max(len(z), 1))
+        stats.update(rejected=first[0] / max(first[1], 1) if first else 0.0,
+                     masked=len(pending) / max(len(z), 1))
     return (texts, z) if return_z else texts
 
 

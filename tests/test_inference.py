@@ -62,6 +62,39 @@ def test_rejection_sampling_keeps_only_what_the_grammar_accepts_unmasked(run):
     assert sum(texts[row] != masked[row] for row in np.flatnonzero(~accepted)) > 0
 
 
+def test_a_later_rejection_round_fills_the_pending_rows_from_its_draws_and_spares(run):
+    from seqvae.data.preparation import ids_to_texts
+    from seqvae.model import decoding
+
+    def decoded(z, seed, batch_size=1000):
+        out = []
+        inference.decode_id_batches(run, z, out.append, greedy=False, seed=seed,
+                                    batch_size=batch_size, reject=True)
+        return tuple(np.concatenate(parts) for parts in zip(*out))
+
+    z = inference.prior_draw(run, 200, 6)
+    stats = {}
+    texts, used = inference.rejection_sample(run, z, 2, seed=6, stats=stats, return_z=True)
+    ids, bad = decoded(z, 6)
+    pending = np.flatnonzero(bad)
+    for row in np.flatnonzero(~bad):  # the first round's accepted rows keep their own z
+        assert texts[row] == ids_to_texts(run.codec, ids[row:row + 1])[0]
+    np.testing.assert_array_equal(used[~bad], z[~bad])
+    # Round 2: one draw of the pending rows and spares (one batch: at most 2P rows)
+    draws = int(decoding.rejection_attempts(len(pending), bad.sum(), len(bad)))
+    assert len(pending) < draws <= 2 * len(pending)
+    seed = inference._derived_seed(6, 1)
+    drawn_z = inference.prior_draw(run, draws, seed)
+    ids, bad = decoded(drawn_z, seed, batch_size=draws)
+    kept = np.flatnonzero(~bad)[:len(pending)]
+    filled, rest = pending[:len(kept)], pending[len(kept):]
+    assert [texts[row] for row in filled] == ids_to_texts(run.codec, ids[kept])
+    np.testing.assert_array_equal(used[filled], drawn_z[kept])
+    # what is left goes under the mask from draws the round rejected
+    np.testing.assert_array_equal(used[rest], drawn_z[np.flatnonzero(bad)[:len(rest)]])
+    assert stats["masked"] == len(rest) / 200 < stats["rejected"] ** 2  # fewer than P q left
+
+
 def test_the_grammar_check_under_xla_finds_what_the_plain_one_finds(run, monkeypatch):
     from seqvae.model.decoding import prior_z
 

@@ -307,3 +307,20 @@ def test_forced_prefix_sampled_compacted_and_compiled_agree(greedy):
     np.testing.assert_array_equal(fixed, tf.function(lambda: run(True))().numpy())
     free = decode_loop(step, inner, **kwargs).numpy()
     np.testing.assert_array_equal(fixed[lengths.numpy() == 0], free[lengths.numpy() == 0])
+
+
+@pytest.mark.parametrize("pending, rejected, drawn, expected", [
+    # q = 0.1128: 127.24 expected rejections + 3 sqrt(128.24) = 161.21, / 0.8872 -> 182 spares
+    (1128, 1128, 10_000, 1128 + 182),
+    (1, 1, 1000, 1 + 1),  # (0.001 + 3 sqrt(1.001)) / 0.999 = 3.01 -> 4 spares, at most P = 1
+    (10, 0, 1000, 10 + 3),  # nothing rejected: 3 sqrt(1) = 3 spares
+    (40, 50, 50, 80),  # everything rejected: the spares capped at P
+    (0, 5, 10, 0),
+])
+def test_rejection_attempts_draws_the_pending_rows_and_spares(pending, rejected, drawn, expected):
+    from seqvae.model.decoding import rejection_attempts
+
+    assert int(rejection_attempts(pending, rejected, drawn)) == expected
+    traced = tf.function(rejection_attempts)(tf.constant(pending), tf.constant(rejected),
+                                             tf.constant(drawn))
+    assert traced.dtype == tf.int32 and int(traced) == expected
