@@ -156,6 +156,7 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
     decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k, grammar,
                                   beam_width, compiled_mask=compiled_mask, reject=reject)
     extra = (tf.constant(temperature, tf.float32),) if shared else ()
+    _trace_for_any_batch_size(decode_ids, run, len(extra), prefixed)
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
@@ -169,6 +170,18 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
         if progress is not None:
             rate = done / max(time.monotonic() - started, 1e-9)
             progress(f"{verb} {done}/{len(z)} ({rate:.0f}/s)")
+
+
+def _trace_for_any_batch_size(decode_ids, run: Run, temperatures: int, prefixed: bool) -> None:
+    """Traces ``decode_ids`` (``compiled_decoder``) once for batches of any size, before its
+    first call: a trace for the first batch's own size would be followed by another when a
+    batch of a different size comes (a sample's last, rejection's later rounds: 1.2 s of a
+    10,000-molecule demo sample). Later calls find the trace (a lookup)."""
+    specs = [tf.TensorSpec([None, run.config.model.latent_dim], tf.float32),
+             tf.TensorSpec([2], tf.int32)] + [tf.TensorSpec([], tf.float32)] * temperatures
+    forced = {"prefix": tf.TensorSpec([None, None], tf.int32),
+              "prefix_lengths": tf.TensorSpec([None], tf.int32)} if prefixed else {}
+    decode_ids.get_concrete_function(*specs, **forced)
 
 
 def sample(run: Run, num: int, temperature: float = 1.0, top_k: int = 0, greedy: bool = False,

@@ -267,3 +267,17 @@ def test_every_temperature_samples_through_one_graph_with_the_same_ids(run, gram
     traced = shared.experimental_get_tracing_count()
     inference.decode(run, z, greedy=False, temperature=0.55, seed=1, grammar=grammar)
     assert shared.experimental_get_tracing_count() == traced
+
+
+def test_batches_of_every_size_share_one_trace(run):
+    """A sample's last batch and rejection's later rounds differ in size from the first batch:
+    the decoder is traced once for any size, not again for each."""
+    fresh = dataclasses.replace(run, compiled={})
+    inference.sample(fresh, 250, seed=7, batch_size=100)  # batches 100, 100, 50
+    inference.sample(fresh, 230, seed=7, batch_size=100, rejection=3)  # later rounds: any size
+    inference.decode(fresh, np.zeros((3, run.config.model.latent_dim), np.float32))
+    decoders = {key[1:]: f for key, f in fresh.compiled.items() if key[1] == "decoder"}
+    masked = decoders[("decoder", False, 1.0, 0, True, 0, False, False, False)]
+    rejecting = decoders[("decoder", False, 1.0, 0, True, 0, False, False, True)]
+    greedy = decoders[("decoder", True, 1.0, 0, True, 0, False, False, False)]
+    assert [f.experimental_get_tracing_count() for f in (masked, rejecting, greedy)] == [1, 1, 1]
