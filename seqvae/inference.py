@@ -328,10 +328,8 @@ def rejection_decoders(run: Run) -> list:
 def trace_rejection_sampler(run: Run) -> None:
     """Traces what ``rejection_sample`` runs (``rejection_decoders``) for every batch size and
     temperature: a server's start-up, so that no request waits on tracing."""
-    z_spec = tf.TensorSpec([None, run.config.model.latent_dim], tf.float32)
-    seed_spec, temperature_spec = tf.TensorSpec([2], tf.int32), tf.TensorSpec([], tf.float32)
     for decoder in rejection_decoders(run):
-        decoder.get_concrete_function(z_spec, seed_spec, temperature_spec)
+        _trace_for_any_batch_size(decoder, run, temperatures=1, prefixed=False)
 
 
 def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 1.0,
@@ -414,8 +412,7 @@ def rejection_sample(run: Run, z: np.ndarray, rounds: int, temperature: float = 
         for row, text in zip(pending, last):
             texts[row] = text
     if stats is not None:
-        stats.update(rejected=first[0] / max(first[1], 1) if first else 0.0,
-                     masked=len(pending) / max(len(z), 1))
+        stats.update(rejected=first[0] / max(first[1], 1), masked=len(pending) / max(len(z), 1))
     return (texts, z) if return_z else texts
 
 
