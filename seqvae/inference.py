@@ -24,6 +24,7 @@ from seqvae.data.preparation import EncodedTexts, encode_texts, ids_to_texts
 from seqvae.data.vocabulary import PAD_ID
 from seqvae.errors import SeqvaeError
 from seqvae.model import decoding, randomness
+from seqvae.model import grammar as grammar_module
 from seqvae.training.rundir import Run
 
 
@@ -153,10 +154,15 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
     shared = not greedy and not beam_width and temperature > 0
     if compiled_mask is None:
         compiled_mask = len(z) >= COMPILED_MASK_MIN
-    decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k, grammar,
-                                  beam_width, compiled_mask=compiled_mask, reject=reject)
     extra = (tf.constant(temperature, tf.float32),) if shared else ()
-    _trace_for_any_batch_size(decode_ids, run, len(extra), prefixed)
+
+    def decoder(compiled: bool):
+        decode_ids = compiled_decoder(run, greedy, 1.0 if shared else temperature, top_k,
+                                      grammar, beam_width, compiled_mask=compiled, reject=reject)
+        _trace_for_any_batch_size(decode_ids, run, len(extra), prefixed)
+        return decode_ids
+
+    decoders = {compiled_mask: decoder(compiled_mask)}
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):
@@ -164,7 +170,14 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
             "prefix": tf.constant(prefix[start:start + batch_size]),
             "prefix_lengths": tf.constant(prefix_lengths[start:start + batch_size])}
         rows = z[start:start + batch_size]
-        decoded = decode_ids(tf.constant(rows), randomness.fold_in(base, i), *extra, **forced)
+        # A batch too small for XLA to pay off (a last batch, a small rejection round) decodes
+        # with the plain state machine: chosen here, once, rather than by a tf.cond at every
+        # step of the loop (whose untaken branch still passes through the executor).
+        compiled = compiled_mask and len(rows) >= grammar_module.COMPILED_MIN_ROWS
+        if compiled not in decoders:
+            decoders[compiled] = decoder(compiled)
+        decoded = decoders[compiled](tf.constant(rows), randomness.fold_in(base, i), *extra,
+                                     **forced)
         out(tf.nest.map_structure(lambda t: t.numpy(), decoded))
         done += len(rows)
         if progress is not None:

@@ -107,8 +107,11 @@ def test_the_grammar_check_under_xla_finds_what_the_plain_one_finds(run, monkeyp
     assert plain.shape == (250,) and (plain >= 0).any() and (plain < 0).any()
     np.testing.assert_array_equal(compiled, plain)
     # Rejection sampling of COMPILED_MASK_MIN rows or more checks under XLA: the same texts.
+    from seqvae.model import grammar as grammar_module
+
     small = inference.sample(run, 150, seed=5, rejection=3, batch_size=100)
     monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 150)
+    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)  # (256 by default)
     assert inference.sample(run, 150, seed=5, rejection=3, batch_size=100) == small
     rejecting = [key[1:] for key in run.compiled if key[1] == "decoder" and key[-1]]
     assert {key[-2] for key in rejecting} == {False, True}  # compiled_mask both ways
@@ -147,7 +150,27 @@ def test_many_samples_run_the_mask_under_xla_with_the_same_texts(run, monkeypatc
     monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 300)  # (10,000 by default)
     monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)
     assert inference.sample(run, 300, seed=2) == plain
-    assert any(key[-1] is True for key in run.compiled if key[1] == "decoder")  # the XLA one ran
+    assert any(key[-2] is True for key in run.compiled if key[1] == "decoder")  # the XLA one ran
+    # A batch under COMPILED_MIN_ROWS goes to the plain state machine, chosen per batch.
+    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 200)
+    called, original = [], inference.compiled_decoder
+
+    def spy(*args, compiled_mask=False, **kwargs):
+        decode_ids = original(*args, compiled_mask=compiled_mask, **kwargs)
+
+        def call(z, *rest, **forced):
+            called.append((compiled_mask, len(z)))
+            return decode_ids(z, *rest, **forced)
+
+        call.get_concrete_function = decode_ids.get_concrete_function
+        return call
+
+    monkeypatch.setattr(inference, "compiled_decoder", spy)
+    texts = inference.sample(run, 300, seed=2, batch_size=250)
+    assert called == [(True, 250), (False, 50)]
+    monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 10_000)
+    assert inference.sample(run, 300, seed=2, batch_size=250) == texts
+    assert called[2:] == [(False, 250), (False, 50)]
 
 
 def test_decode_reconstruct_interpolate_take_the_grammar_switch(run):

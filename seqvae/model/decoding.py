@@ -58,7 +58,7 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
         batch-major tensors). The samples are the same either way.
       stop_fn: ``(chosen int32 (B,), state after the step) -> bool (B,)``: rows to stop at this
         token (kept as their last), as ``<eos>`` stops them (rejection sampling stops a row at
-        its first token the grammar forbids: ``SmilesGrammar.rejects``).
+        its first token the grammar forbids: ``SmilesGrammar.rejection_check``).
 
     Returns:
       int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it; with
@@ -231,7 +231,9 @@ def decoder_step_fn(decoder, z: tf.Tensor,
     training targets, and an emitted ``<unk>`` would only make the text invalid.
     ``stepper`` (a decoder that reads the grammar, decoding under its mask): the grammar's
     ``SmilesGrammar.stepper``, which the step runs in place of its own ``update``, keeping the
-    tokens allowed next as the state's last member (``SmilesGrammar.mask_from_state``).
+    tokens allowed next as the state's last member (``SmilesGrammar.mask_from_state``);
+    without it the state's last member is the grammar's state after the tokens so far
+    (``SmilesGrammar.rejection_check`` reads it).
     """
     ban = tf.constant([-1e9 if i in banned_ids else 0.0 for i in range(decoder.vocab_size)])
 
@@ -324,9 +326,12 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
     if reject and (grammar is None or beam_width > 1 or prefix is not None):
         raise SeqvaeError("rejection decoding needs a grammar, and no beam search or prefix")
     if grammar is not None and model.decoder.feature_dim:  # one state machine for both
-        step, state = decoder_step_fn(model.decoder, z, stepper=grammar.stepper(
-            batch_size, max_len, compiled_mask, strict=reject))
-        step, state = grammar.mask_from_state(step, state, reject)
+        if reject:  # the decoder's own state machine; rejection_check reads it
+            step, state = decoder_step_fn(model.decoder, z)
+        else:
+            step, state = decoder_step_fn(model.decoder, z, stepper=grammar.stepper(
+                batch_size, max_len, compiled_mask))
+            step, state = grammar.mask_from_state(step, state)
     else:
         step, state = decoder_step_fn(model.decoder, z)
         if grammar is not None:
@@ -339,7 +344,8 @@ def sample_from_z(model, z: tf.Tensor, max_len: int | None = None, greedy: bool 
                            eos_id=EOS_ID, every=every_hypothesis)[0]
     return decode_loop(step, state, batch_size, max_len, start_id=start_id, eos_id=EOS_ID,
                        greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
-                       compact=compact, stop_fn=grammar.rejects if reject else None)
+                       compact=compact, stop_fn=grammar.rejection_check(
+                           batch_size, max_len, compiled_mask) if reject else None)
 
 
 def prior_z(num: int | tf.Tensor, latent_dim: int, seed) -> tf.Tensor:

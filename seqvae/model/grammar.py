@@ -232,9 +232,35 @@ class SmilesGrammar:
                              * state["anchor_id"], -1)  # (B,)
         return state["ring_open"] * tf.cast(tf.equal(state["ring_atom"], atom[:, None]), tf.int32)
 
-    def allowed(self, state: dict[str, tf.Tensor], max_len: int | tf.Tensor) -> tf.Tensor:
-        """Tokens that keep the prefix completable within ``max_len`` tokens: bool ``(B, V)``."""
-        classes = tf.constant(self.classes)[None, :]  # (1, V)
+    def allowed(self, state: dict[str, tf.Tensor], max_len: int | tf.Tensor,
+                tokens: tf.Tensor | None = None) -> tf.Tensor:
+        """Tokens that keep the prefix completable within ``max_len`` tokens: bool ``(B, V)``.
+
+        ``tokens`` int32 ``(B,)``: only whether each row's own token is allowed -> bool ``(B,)``
+        (the same answer as the full mask's entry, with a column per row instead of V: what
+        rejection sampling checks of a token it has drawn).
+        """
+        if tokens is None:  # every token: (1, V) tables against (B, 1) state
+            def table(values):
+                return tf.constant(values)[None, :]
+
+            label_hot = tf.one_hot(tf.constant(self.ring_label), self.num_labels,
+                                   dtype=tf.int32)  # (V, R), zero if -1
+
+            def per_label(x):  # (B, R) -> (B, V): x at each token's ring label (0: none)
+                return tf.matmul(x, label_hot, transpose_b=True)
+        else:  # each row's token: (B, 1) tables
+            tokens = tf.cast(tokens, tf.int32)
+
+            def table(values):
+                return tf.gather(tf.constant(values), tokens)[:, None]
+
+            label_hot = tf.one_hot(tf.gather(tf.constant(self.ring_label), tokens),
+                                   self.num_labels, dtype=tf.int32)  # (B, R)
+
+            def per_label(x):
+                return tf.reduce_sum(x * label_hot, -1, keepdims=True)
+        classes = table(self.classes)  # (1, V) or (B, 1)
         prev = state["prev"][:, None]  # (B, 1)
         depth = state["depth"][:, None]
         order_in = self._incoming_order(state)[:, None]
@@ -251,28 +277,26 @@ class SmilesGrammar:
         spent = state["valence"] - at_attach * order_in
         below = tf.reduce_max(tf.where(enclosing, spent, 0), -1)[:, None]
         below_now = tf.reduce_max(tf.where(enclosing, state["valence"], 0), -1)[:, None]
-        atom_valence = tf.constant(self.valence)[None, :]
+        atom_valence = table(self.valence)
         atom = (classes == ATOM) & (fresh | ((prev != END) & (current >= order_in))) & (
             atom_valence >= order_in) & (
             (open_count == 0) | (tf.maximum(below, atom_valence - order_in) >= 1))
         bond = ((classes == BOND) & (after_atom | (prev == OPEN))
-                & (current >= tf.constant(self.bond_order)[None, :]))
+                & (current >= table(self.bond_order)))
         branch = (classes == OPEN) & after_atom & (current >= 1) & (depth < self.max_depth - 1)
         close = ((classes == CLOSE) & after_atom & (depth > 0)
                  & ((open_count == 0) | (below_now >= 1)))
 
-        label = tf.constant(self.ring_label)
-        label_hot = tf.one_hot(label, self.num_labels, dtype=tf.int32)  # (V, R), zero if -1
-        is_open = tf.matmul(state["ring_open"], label_hot, transpose_b=True)  # (B, V)
+        is_open = per_label(state["ring_open"])  # (B, V)
         here = self._opened_on(state, state["attach"])  # (B, R) rings the current atom opened
-        opened_here = tf.matmul(here, label_hot, transpose_b=True)  # (B, V)
-        opener = tf.matmul(state["ring_atom"] + 1, label_hot, transpose_b=True) - 1  # (B, V)
+        opened_here = per_label(here)  # (B, V)
+        opener = per_label(state["ring_atom"] + 1) - 1  # (B, V)
         # Closing onto the atom's neighbour, or onto an atom it already closed a ring onto.
         twice = tf.reduce_any(tf.equal(opener[:, :, None], state["closed_onto"][:, None, :]), -1)
         onto_parent = (is_open > 0) & ((opener == state["parent"][:, None]) | twice)
-        stored = tf.matmul(state["ring_order"], label_hot, transpose_b=True)
+        stored = per_label(state["ring_order"])
         ring_order = tf.where(is_open > 0, tf.maximum(order_in, stored), order_in)
-        spare = tf.matmul(state["ring_spare"], label_hot, transpose_b=True)  # (B, V)
+        spare = per_label(state["ring_spare"])  # (B, V)
         opener_full = (is_open > 0) & (ring_order - stored > spare)
         # A ring label sits on an atom: after it, another label, or a bond that follows it
         # (not a bond that opens a branch: "C(=1" has no atom for the label; nor one after a
@@ -318,16 +342,18 @@ class SmilesGrammar:
         needed = depth_after + open_count + ring_delta + atoms + 1
         needed = tf.where(classes == END, 0, needed)
         room = tf.cast(max_len, tf.int32) - state["position"][:, None] - 1
-        return mask & (needed <= room)
+        mask &= needed <= room
+        return mask if tokens is None else mask[:, 0]
 
     def masked_step_fn(self, step_fn, state: Any, batch_size: int | tf.Tensor,
                        max_len: int, compiled: bool = False,
                        reject: bool = False) -> tuple[Any, Any]:
         """Wraps a decoding step function so that forbidden tokens get -inf logits.
 
-        With ``reject``, the logits stay as the model gives them and the step instead keeps the
-        tokens the grammar allows next in its state, for ``rejects``: the decoding loop stops a
-        row at its first forbidden token (rejection sampling, ``decoding.sample_from_z``).
+        With ``reject``, the logits stay as the model gives them and the step only advances the
+        grammar's state, the last member of its state, for ``rejection_check``: the decoding
+        loop stops a row at its first forbidden token (rejection sampling,
+        ``decoding.sample_from_z``).
 
         Args:
           step_fn: ``(tokens (B,), state) -> (logits (B, V), state)``.
@@ -343,58 +369,71 @@ class SmilesGrammar:
         Returns:
           ``(step_fn, state)`` for ``decode_loop``: the state pairs the inner state with the
           grammar's (all batch-major, so the compacting loop can drop finished rows; with
-          ``compiled`` the grammar's fields are packed into one int32 matrix, ``_pack``); with
-          ``reject`` a third member, the allowed tokens bool ``(B, V)``.
+          ``compiled`` and no ``reject`` the grammar's fields are packed into one int32
+          matrix, ``_pack``).
         """
-        initial, grammar_step, _ = self.stepper(batch_size, max_len, compiled, strict=reject)
+        if reject:
+            def advance(tokens, pair):
+                logits, inner = step_fn(tokens, pair[0])
+                return logits, (inner, self.update(pair[1], tokens))
+
+            return advance, (state, self.initial_state(batch_size))
+        initial, grammar_step, _ = self.stepper(batch_size, max_len, compiled)
 
         def step(tokens, pair):
-            inner, grammar_state = pair[:2]
+            inner, grammar_state = pair
             grammar_state, allowed = grammar_step(grammar_state, tokens)
             logits, inner = step_fn(tokens, inner)
-            if reject:
-                return logits, (inner, grammar_state, allowed)
             logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
             return logits, (inner, grammar_state)
 
-        if reject:
-            return step, (state, initial, tf.ones([batch_size, self.vocab_size], tf.bool))
         return step, (state, initial)
 
     @staticmethod
-    def mask_from_state(step_fn, state: Any, reject: bool = False) -> tuple[Any, Any]:
+    def mask_from_state(step_fn, state: Any) -> tuple[Any, Any]:
         """``masked_step_fn`` for a step function that runs this grammar's ``stepper`` itself
         and keeps the tokens allowed next as the last member of its state (the decoder that
         reads the grammar, ``decoding.decoder_step_fn``): one state machine, not two."""
-        if reject:
-            return step_fn, state
-
         def step(tokens, inner):
             logits, inner = step_fn(tokens, inner)
             return tf.where(inner[-1], logits, tf.constant(-1e9, logits.dtype)), inner
 
         return step, state
 
-    @staticmethod
-    def rejects(chosen: tf.Tensor, state: Any) -> tf.Tensor:
-        """For the state after a step of ``masked_step_fn(..., reject=True)`` (or
-        ``mask_from_state``): whether each row's ``chosen`` token int32 ``(B,)`` is one the
-        grammar forbids -> bool ``(B,)``."""
-        return ~tf.gather(state[-1], chosen, batch_dims=1)
+    def rejection_check(self, batch_size: int | tf.Tensor, max_len: int,
+                        compiled: bool = False) -> Callable[[tf.Tensor, Any], tf.Tensor]:
+        """The ``stop_fn`` of rejection decoding: ``(chosen int32 (B,), state) -> bool (B,)``,
+        whether each row's drawn token is one the grammar forbids, for a decoding state whose
+        last member is the grammar's state after the tokens before it (``masked_step_fn(...,
+        reject=True)``, or the decoder that reads the grammar, ``decoding.decoder_step_fn``).
 
-    def stepper(self, batch_size: int | tf.Tensor, max_len: int, compiled: bool = False,
-                strict: bool = False) -> tuple[Any, Callable, Callable]:
-        """The state machine as decoding steps it: ``(initial state, step(state, tokens (B,))
-        -> (state, allowed bool (B, V)), fields(state) -> the state's dict)``.
+        It asks ``allowed`` about each row's own token, not the whole vocabulary: a dead end
+        allows nothing, so it rejects what ``first_violation`` rejects. ``compiled``: under XLA
+        (``_under_xla``), about a third of the work of the full mask a step.
+        """
+        def check(state, tokens):
+            return self.allowed(state, max_len, tokens=tokens)
 
-        ``compiled``: under XLA on a packed state (``_compiled_step``); ``strict``: a dead end
-        allows nothing (rejection checks what ``first_violation`` checks), else ``<eos>``.
+        if compiled:
+            check = self._under_xla(check, batch_size)
+        return lambda chosen, state: ~check(state[-1], chosen)
+
+    def stepper(self, batch_size: int | tf.Tensor, max_len: int,
+                compiled: bool = False) -> tuple[Any, Callable, Callable]:
+        """The state machine as masked decoding steps it: ``(initial state, step(state, tokens
+        (B,)) -> (state, allowed bool (B, V)), fields(state) -> the state's dict)``.
+
+        ``compiled``: under XLA on a packed state (``_step`` through ``_under_xla``).
         """
         if compiled:  # the state as one int32 matrix: one op to pad, drop or gather rows
+            def packed_step(packed, tokens):
+                state, allowed = self._step(self._unpack(packed), tokens, max_len)
+                return self._pack(state), allowed
+
             return (self._pack(self.initial_state(batch_size)),
-                    self._compiled_step(batch_size, max_len, strict), self._unpack)
-        return (self.initial_state(batch_size),
-                functools.partial(self._step, max_len=max_len, strict=strict), lambda s: s)
+                    self._under_xla(packed_step, batch_size), self._unpack)
+        return (self.initial_state(batch_size), functools.partial(self._step, max_len=max_len),
+                lambda s: s)
 
     def _pack(self, state: dict[str, tf.Tensor]) -> tf.Tensor:
         """The state as one int32 matrix ``(B, S)``: its fields side by side, in order."""
@@ -413,57 +452,56 @@ class SmilesGrammar:
         return state
 
     def _step(self, state: dict[str, tf.Tensor], tokens: tf.Tensor,
-              max_len: int, strict: bool = False) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-        """One decoding step of the state machine: the state after ``tokens (B,)`` and the
-        tokens allowed next, bool ``(B, V)``.
+              max_len: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """One masked decoding step of the state machine: the state after ``tokens (B,)`` and
+        the tokens allowed next, bool ``(B, V)``.
 
         A row with nothing allowed (a dead end the mask did not see coming: length or valence)
         may only emit ``<eos>``: it ends there and its text is counted invalid, not filled with
-        garbage. ``strict`` leaves such a row with nothing allowed (rejection: it is rejected).
+        garbage.
         """
         state = self.update(state, tokens)
         allowed = self.allowed(state, max_len)
-        if strict:
-            return state, allowed
         stuck = ~tf.reduce_any(allowed, -1, keepdims=True)
         return state, allowed | (stuck & tf.equal(tf.range(self.vocab_size), EOS_ID)[None, :])
 
-    def _compiled_step(self, batch_size: int | tf.Tensor, max_len: int, strict: bool = False):
-        """``_step`` on a packed state (``_pack``), compiled by XLA, for any number of rows up
-        to ``batch_size``.
+    @staticmethod
+    def _under_xla(function: Callable, batch_size: int | tf.Tensor) -> Callable:
+        """``function(state, tokens (B,))`` (a nest of batch-major tensors in and out: some
+        hundred small integer ops) compiled by XLA, for any number of rows up to ``batch_size``.
 
         XLA compiles once per input shape; the rows are padded to ``max(rows, B')``, B' the
         power of two from ``batch_size`` up (beam search has more rows than B), and the padding
         dropped again, so a decoding batch compiles once however its loop shrinks, and batches
         of other sizes (a sample's last, rejection's later rounds) rarely compile again. Padded
         rows are computed and thrown away: each row's state machine only reads its own row.
-        Batches of fewer than ``COMPILED_MIN_ROWS`` rows keep the plain ops: there the
-        compilation (about a second) costs more than the steps it saves.
+        Batches of a known size under ``COMPILED_MIN_ROWS`` rows keep the plain ops: there
+        the compilation (about a second) costs more than the steps it saves. A batch whose size
+        is known only when it runs is always compiled: its caller picks plain ops for small
+        batches before the loop (``inference.decode_id_batches``), since a ``tf.cond`` at
+        every step costs about as much as the XLA computation saves.
         """
-        def plain(packed, tokens):
-            state, allowed = self._step(self._unpack(packed), tokens, max_len, strict)
-            return self._pack(state), allowed
-
-        compiled = tf.function(plain, jit_compile=True, reduce_retracing=True, autograph=False)
-
+        compiled = tf.function(function, jit_compile=True, reduce_retracing=True,
+                               autograph=False)
         bucket = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(batch_size, tf.float32))
                                            / tf.math.log(2.0) - 1e-6), tf.int32)
 
-        def padded(packed, tokens):
+        def padded(state, tokens):
             rows = tf.shape(tokens)[0]
             padding = tf.maximum(rows, bucket) - rows
-            packed, allowed = compiled(tf.pad(packed, [[0, padding], [0, 0]]),
-                                       tf.pad(tokens, [[0, padding]]))
-            return packed[:rows], allowed[:rows]
+
+            def pad(t):
+                return tf.pad(t, [[0, padding]] + [[0, 0]] * (t.shape.rank - 1))
+
+            out = compiled(tf.nest.map_structure(pad, state), pad(tokens))
+            return tf.nest.map_structure(lambda t: t[:rows], out)
 
         def step(state, tokens):
             static_batch = tf.get_static_value(batch_size)
-            if static_batch is None:
-                return tf.cond(batch_size >= COMPILED_MIN_ROWS, lambda: padded(state, tokens),
-                               lambda: plain(state, tokens))
-            if static_batch < COMPILED_MIN_ROWS:
-                return plain(state, tokens)
-            if tokens.shape[0] is not None and tokens.shape[0] >= static_batch:
+            if static_batch is not None and static_batch < COMPILED_MIN_ROWS:
+                return function(state, tokens)
+            if (static_batch is not None and tokens.shape[0] is not None
+                    and tokens.shape[0] >= static_batch):
                 return compiled(state, tokens)  # every row there (e.g. inside XLA): no padding
             return padded(state, tokens)
 

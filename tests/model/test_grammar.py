@@ -11,7 +11,8 @@ from seqvae.data.tokenizers import SmilesTokenizer
 from seqvae.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from seqvae.model import decoding
 from seqvae.model import grammar as grammar_module
-from seqvae.model.grammar import ATOM, BOND, CLOSE, OPEN, OTHER, RING, SmilesGrammar, atom_valence, token_class
+from seqvae.model.grammar import (ATOM, BOND, CLOSE, END, OPEN, OTHER, RING, SmilesGrammar,
+                                  atom_valence, token_class)
 
 VALID = [
     "CCO", "c1ccccc1", "CC(C)(C)C", "O=C(O)c1ccccc1N", "C1CC2CCC1C2", "C#N", "C=C/C=C/C",
@@ -215,6 +216,38 @@ def test_mask_compiles_under_xla_and_matches_eager():
     assert (eager[-6:] >= 0).all() and (eager[:-6] < 0).all()  # the mask saw both kinds
 
 
+def test_one_token_check_is_the_full_masks_entry():
+    """``allowed(state, L, tokens=)`` (what rejection asks of a drawn token) is the full mask's
+    entry for every state and every token: states along random masked decodings (rings,
+    branches, bonds and dead ends near max_len) and real molecules, eagerly and under XLA."""
+    vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br", "c1ccccc1O", "C=C[N+](=O)[O-]"])
+    grammar = SmilesGrammar.from_tokens(vocab.tokens)
+    max_len, batch, v = 16, 120, len(vocab)
+    masked_step, state = grammar.masked_step_fn(_stub_step(v, seed=9), tf.zeros([batch], tf.int32),
+                                                batch, max_len)
+    decoded = decoding.decode_loop(masked_step, state, batch, max_len, BOS_ID, EOS_ID,
+                                   seed=tf.constant([3, 3])).numpy()
+    real = _ids(vocab, [TOKENIZER.tokenize(t) for t in VALID if len(TOKENIZER.tokenize(t)) < 15],
+                max_len)
+    ids = np.concatenate([decoded, real])
+    rows = len(ids)
+    compiled = tf.function(lambda state, tokens: grammar.allowed(state, max_len, tokens=tokens),
+                           jit_compile=True)
+    every_token = tf.tile(tf.range(v), [rows])  # row i asks about token j at i * V + j
+    state = grammar.update(grammar.initial_state(rows), tf.fill([rows], BOS_ID))
+    allowed_somewhere = np.zeros(v, bool)
+    for t in range(max_len):
+        full = grammar.allowed(state, max_len).numpy()
+        tiled = tf.nest.map_structure(lambda s: tf.repeat(s, v, axis=0), state)
+        one = grammar.allowed(tiled, max_len, tokens=every_token).numpy().reshape(rows, v)
+        np.testing.assert_array_equal(one, full, err_msg=f"step {t}")
+        np.testing.assert_array_equal(compiled(tiled, every_token).numpy().reshape(rows, v), full)
+        allowed_somewhere |= full.any(0)
+        state = grammar.update(state, tf.constant(ids[:, t]))
+    classes = {token_class(vocab.tokens[i]) for i in np.flatnonzero(allowed_somewhere)}
+    assert {ATOM, BOND, OPEN, CLOSE, RING, END} <= classes  # every kind of token was asked
+
+
 @pytest.mark.skipif(importlib.util.find_spec("moses") is None, reason="needs the molsets data")
 @pytest.mark.parametrize("kekulize", [False, True])
 def test_real_molecules_pass_step_by_step(kekulize):
@@ -279,7 +312,9 @@ def test_rejection_decoding_stops_each_row_where_the_check_rejects_it(compact, c
         step, state = (grammar.masked_step_fn(stepper, start, batch, max_len, compiled=compiled,
                                               reject=True) if reject else (stepper, start))
         return decoding.decode_loop(step, state, batch, max_len, BOS_ID, EOS_ID, seed=seed,
-                                    compact=compact, stop_fn=grammar.rejects if reject else None)
+                                    compact=compact,
+                                    stop_fn=grammar.rejection_check(batch, max_len, compiled)
+                                    if reject else None)
 
     run = (lambda reject: tf.function(lambda: decode(reject))()) if in_graph else decode
     ids, rejected = (t.numpy() for t in run(True))

@@ -123,8 +123,9 @@ def test_one_state_machine_serves_the_features_and_the_mask(reject, compiled, mo
     step, state = decoding.decoder_step_fn(model.decoder, z)
     step, state = grammar.masked_step_fn(step, state, 40, MAX_LEN, compiled=compiled,
                                          reject=reject)
+    check = grammar.rejection_check(40, MAX_LEN, compiled) if reject else None
     separate = decoding.decode_loop(step, state, 40, MAX_LEN, BOS_ID, 2, seed=seed, compact=True,
-                                    stop_fn=grammar.rejects if reject else None)
+                                    stop_fn=check)
     for a, b in zip(tf.nest.flatten(shared), tf.nest.flatten(separate)):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     if reject:
