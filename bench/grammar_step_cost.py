@@ -9,6 +9,9 @@ vocabulary, once as a plain ``tf.function`` (how small batches and the SavedMode
 once with ``jit_compile=True`` (XLA fuses the small ops: how sampling runs batches of 256 rows
 or more since session 14), after a warm-up call of each, and prints
 milliseconds per step. Same masks either way (integer logic); checked here too.
+Then what rejection sampling runs a step since session 29: ``update`` alone (the decoder that
+reads the grammar runs it anyway) and ``update`` with ``rejection_check`` of the drawn token
+(``allowed`` for one token a row, not V), plain and with the check under XLA.
 """
 
 from __future__ import annotations
@@ -46,17 +49,44 @@ def main() -> int:
         start = (0, grammar.initial_state(batch), tf.zeros([batch, vocab], tf.bool))
         return tf.while_loop(lambda t, *_: t < steps, body, start)[2]
 
-    tokens = tf.constant(np.random.default_rng(0).integers(3, vocab, (steps, batch)), tf.int32)
-    results = {}
-    for name, jit in (("tf.function", False), ("XLA", True)):
-        function = tf.function(masks, jit_compile=jit)
-        results[name] = function(tokens).numpy()
+    def checks(tokens):  # rejection's work: update, then is the next drawn token allowed?
+        check = grammar.rejection_check(batch, steps + 10, compiled=compiled_check)
+
+        def body(t, state, rejected):
+            state = grammar.update(state, tokens[t])
+            return t + 1, state, rejected | check(tokens[t + 1], (state,))
+
+        start = (0, grammar.initial_state(batch), tf.zeros([batch], tf.bool))
+        return tf.while_loop(lambda t, *_: t < steps - 1, body, start)[2]
+
+    def updates(tokens):  # what the decoder that reads the grammar runs anyway
+        def body(t, state):
+            return t + 1, grammar.update(state, tokens[t])
+
+        state = tf.while_loop(lambda t, *_: t < steps, body, (0, grammar.initial_state(batch)))[1]
+        return tf.add_n([tf.reduce_sum(value) for value in state.values()])  # every field used
+
+    def timed(function, tokens):
+        out = function(tokens).numpy()  # traces, compiles
         started = time.perf_counter()
         for _ in range(args.repeats):
             function(tokens).numpy()
-        seconds = (time.perf_counter() - started) / args.repeats
-        print(f"{name}: {seconds / steps * 1000:.2f} ms a step ({batch} rows, {steps} steps)")
+        return out, (time.perf_counter() - started) / args.repeats / steps * 1000
+
+    tokens = tf.constant(np.random.default_rng(0).integers(3, vocab, (steps, batch)), tf.int32)
+    results = {}
+    for name, jit in (("tf.function", False), ("XLA", True)):
+        results[name], ms = timed(tf.function(masks, jit_compile=jit), tokens)
+        print(f"mask (update + allowed), {name}: {ms:.2f} ms a step ({batch} rows, {steps} steps)")
     assert (results["tf.function"] == results["XLA"]).all(), "XLA's masks differ"
+    _, ms = timed(tf.function(updates), tokens)
+    print(f"update alone, tf.function: {ms:.2f} ms a step")
+    rejected = {}
+    for compiled_check in (False, True):
+        rejected[compiled_check], ms = timed(tf.function(checks), tokens)
+        print(f"rejection (update + check of the drawn token), "
+              f"{'XLA check' if compiled_check else 'tf.function'}: {ms:.2f} ms a step")
+    assert (rejected[False] == rejected[True]).all(), "XLA's checks differ"
     return 0
 
 
