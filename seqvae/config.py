@@ -461,7 +461,7 @@ def demo_config() -> Config:
     at 1.8 against 6.34 from N(0, I), the same decoder; session 25); and its decoder reads the
     grammar's state (``model.grammar_features``, session 27), which halves the samples the
     grammar rejects (11% of first draws against 26%), so that rejection under the grammar keeps
-    0.86-0.96x the rate of sampling without it from run to run (0.72x without the features;
+    0.85-0.96x the rate of sampling without it from run to run (0.72x without the features;
     README, session 29); its samples sit a little farther from MOSES, so each posterior is
     widened 1.45x, not 1.6x (FCD/Test 1.72, novelty 0.835 by evaluate; at 1.6 2.03 and 0.876 by
     ``bench/rejection.py``). Like every preset it samples by rejection
