@@ -17,6 +17,7 @@ reads the grammar runs it anyway) and ``update`` with ``rejection_check`` of the
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -49,8 +50,8 @@ def main() -> int:
         start = (0, grammar.initial_state(batch), tf.zeros([batch, vocab], tf.bool))
         return tf.while_loop(lambda t, *_: t < steps, body, start)[2]
 
-    def checks(tokens):  # rejection's work: update, then is the next drawn token allowed?
-        check = grammar.rejection_check(batch, steps + 10, compiled=compiled_check)
+    def checks(tokens, compiled):  # rejection's work: update, is the next drawn token allowed?
+        check = grammar.rejection_check(batch, steps + 10, compiled=compiled)
 
         def body(t, state, rejected):
             state = grammar.update(state, tokens[t])
@@ -83,7 +84,8 @@ def main() -> int:
     print(f"update alone, tf.function: {ms:.2f} ms a step")
     rejected = {}
     for compiled_check in (False, True):
-        rejected[compiled_check], ms = timed(tf.function(checks), tokens)
+        rejected[compiled_check], ms = timed(
+            tf.function(functools.partial(checks, compiled=compiled_check)), tokens)
         print(f"rejection (update + check of the drawn token), "
               f"{'XLA check' if compiled_check else 'tf.function'}: {ms:.2f} ms a step")
     assert (rejected[False] == rejected[True]).all(), "XLA's checks differ"

@@ -162,7 +162,7 @@ def decode_id_batches(run: Run, z: np.ndarray, out: Callable[[np.ndarray], None]
         _trace_for_any_batch_size(decode_ids, run, len(extra), prefixed)
         return decode_ids
 
-    decoders = {compiled_mask: decoder(compiled_mask)}
+    decoders: dict = {}  # traced on first use: small batches may need the plain one only
     base = randomness.as_seed(seed)
     done, started = 0, time.monotonic()
     for i, start in enumerate(range(0, len(z), batch_size)):

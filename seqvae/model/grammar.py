@@ -408,8 +408,10 @@ class SmilesGrammar:
         reject=True)``, or the decoder that reads the grammar, ``decoding.decoder_step_fn``).
 
         It asks ``allowed`` about each row's own token, not the whole vocabulary: a dead end
-        allows nothing, so it rejects what ``first_violation`` rejects. ``compiled``: under XLA
-        (``_under_xla``), about a third of the work of the full mask a step.
+        allows nothing, so it rejects what ``first_violation`` rejects. In plain ops a step of
+        ``update`` and this check costs about half the full mask's; ``compiled`` runs the check
+        under XLA (``_under_xla``), about as fast as the compiled mask
+        (``bench/grammar_step_cost.py``).
         """
         def check(state, tokens):
             return self.allowed(state, max_len, tokens=tokens)
@@ -578,7 +580,8 @@ class SmilesGrammar:
 
         A ``tf.while_loop`` over the positions, as the samplers step (an unrolled Python loop
         made a graph of some 20,000 ops for the demo's ``max_len``: 15 s to trace and slow to
-        run; the rejection sampler and the exported ``sample`` call this on every batch)."""
+        run), asking ``allowed`` about each row's own token, as ``rejection_check`` does while
+        decoding (``inference.first_violations``, ``bench/grammar_coverage.py``)."""
         ids = tf.cast(ids, tf.int32)
         batch, length = tf.shape(ids)[0], ids.shape[1] or tf.shape(ids)[1]
         by_time = tf.transpose(ids)  # (T, B)
@@ -586,7 +589,7 @@ class SmilesGrammar:
         def body(t, state, tokens, first):
             state = self.update(state, tokens)
             tokens = by_time[t]
-            ok = tf.gather(self.allowed(state, length), tokens, batch_dims=1)
+            ok = self.allowed(state, length, tokens=tokens)
             ok = ok | tf.equal(state["prev"], END)
             return t + 1, state, tokens, tf.where((first < 0) & ~ok, t, first)
 
