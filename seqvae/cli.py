@@ -94,21 +94,41 @@ def cmd_train(args) -> int:
 
 
 def _print_train_summary(summary: dict) -> None:
-    last = summary["last"]
-    print(f"trained {summary['steps']} steps ({summary['stop_reason']}) in "
-          f"{summary['train_seconds']:.0f}s at {summary['sequences_per_second']:.0f} sequences/s; "
-          f"loss {last.get('loss', float('nan')):.4f} recon {last.get('recon', float('nan')):.4f} "
-          f"kl {last.get('kl', float('nan')):.2f}; padding {100 * (summary['padding_fraction'] or 0):.1f}%")
-    print(f"run directory: {summary['run_dir']}")
+    from seqvae.workflows import train_summary_lines
+
+    print("\n".join(train_summary_lines(summary)))
 
 
-def _load(run_dir: str):
+def _load(run_dir: str, raw: bool = False):
+    """The run, its molecules written as the model writes them with ``raw`` (``--raw``)."""
     from seqvae.training.rundir import load_run
 
-    return load_run(run_dir)
+    run = load_run(run_dir)
+    run.raw_output = raw
+    return run
 
 
-def _write_lines(lines, out: str | None) -> None:
+def _write_lines(lines, out: str | None, run=None) -> None:
+    """Texts to ``out`` (one a line) or stdout; to ``out.npy`` as a one-hot array ``(N, T, C)``
+    for a run trained on arrays (its tokens are class ids)."""
+    if out and out.endswith(".npy") and run is not None:
+        import numpy as np
+
+        from seqvae.data.sources import to_one_hot
+        from seqvae.errors import SeqvaeError
+        from seqvae.files import atomic_path
+
+        classes = len(run.vocab) - 4
+        if run.info["tokenizer"] != "word" or run.vocab.tokens[4:] != [str(c) for c in range(classes)]:
+            raise SeqvaeError(f"--out {out}: a one-hot .npy array is written for runs trained on "
+                              "arrays (class ids); write text (.smi, .txt) for this run")
+        array, cut = to_one_hot(list(lines), classes, run.max_len - 1)
+        if cut:
+            print(f"seqvae: {cut} sequences did not end within the array's {run.max_len - 1} "
+                  "positions; cut there", file=sys.stderr)
+        with atomic_path(out, suffix=".npy") as tmp:
+            np.save(tmp, array)
+        return
     text = "".join(f"{line}\n" for line in lines)
     if out:
         from seqvae.files import write_text_atomic
@@ -134,7 +154,7 @@ def cmd_sample(args) -> int:
 
     _check_sampling(args)
 
-    run = _load(args.run_dir)
+    run = _load(args.run_dir, raw=args.raw)
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
                              greedy=args.greedy, seed=args.seed, grammar=not args.no_grammar,
                              prior=args.prior, rejection=args.rejection)
@@ -144,7 +164,7 @@ def cmd_sample(args) -> int:
         texts = [t for t in texts if canonical_smiles(t) is not None]
     if args.unique:
         texts = list(dict.fromkeys(texts))
-    _write_lines(texts, args.out)
+    _write_lines(texts, args.out, run)
     return 0
 
 
@@ -225,7 +245,7 @@ def cmd_decode(args) -> int:
     from seqvae.errors import SeqvaeError
 
     _check_sampling(args)
-    run = _load(args.run_dir)
+    run = _load(args.run_dir, raw=args.raw)
     if not os.path.exists(args.z):
         raise SeqvaeError(f"{args.z}: no such file")
     try:
@@ -241,7 +261,7 @@ def cmd_decode(args) -> int:
     texts = inference.decode(run, z, greedy=not args.sample, temperature=args.temperature,
                              top_k=args.top_k, seed=args.seed, grammar=not args.no_grammar,
                              beam_width=args.beam)
-    _write_lines(texts, args.out)
+    _write_lines(texts, args.out, run)
     return 0
 
 
@@ -297,7 +317,7 @@ def cmd_evaluate(args) -> int:
 def cmd_interpolate(args) -> int:
     from seqvae import inference
 
-    run = _load(args.run_dir)
+    run = _load(args.run_dir, raw=args.raw)
     path = inference.interpolate(run, args.a, args.b, steps=args.steps, slerp=args.slerp,
                                  grammar=not args.no_grammar, beam_width=args.beam)
     for t, text in path:
@@ -324,58 +344,30 @@ def cmd_export(args) -> int:
 def cmd_doctor(args) -> int:
     from seqvae.training import doctor
 
+    precisions = ("float32", "mixed_bfloat16", "mixed_float16") if args.all_precisions else None
     if args.run_dir:
         run = _load(args.run_dir)
-        config, vocab_size, max_len = run.config, len(run.vocab), min(run.max_len, 24)
+        reports = doctor.doctor(run.config, run.vocab, run.info["tokenizer"],
+                                max_len=min(run.max_len, 24), all_modes=not args.only_config,
+                                precisions=precisions)
+        from seqvae.training.property_fit import has_head, load_head
+
+        if has_head(run) and not run.info.get("properties"):  # a joint head is in the VAE's check
+            reports += doctor.check_head_gradients(load_head(run), run.config.model.latent_dim)
     else:
-        config, vocab_size, max_len = _build_config(args), 30, 24
-    precisions = ("float32", "mixed_bfloat16", "mixed_float16") if args.all_precisions else None
-    reports = doctor.doctor(config, vocab_size=vocab_size, max_len=max_len,
-                                 all_modes=not args.only_config, precisions=precisions)
+        reports = doctor.doctor(_build_config(args), all_modes=not args.only_config,
+                                precisions=precisions)
     print(doctor.format_reports(reports))
     return 0 if all(r.ok for r in reports) else 1
 
 
 def cmd_demo(args) -> int:
     """Train the demo configuration on the bundled data, then sample and score it."""
-    import time
+    from seqvae.workflows import run_demo
 
-    from seqvae import inference
-    from seqvae.config import demo_config
-    from seqvae.data.chemistry import remove_invalid
-    from seqvae.data.sources import random_subset, read_sequences
-    from seqvae.evaluation.moses_metrics import fraction_unique, fraction_valid
-    from seqvae.training.loop import train
-    from seqvae.training.rundir import load_run
-
-    started = time.monotonic()
-    config = demo_config().with_overrides(
-        [f"train.time_budget={args.time_budget}"] if args.time_budget is not None else [])
-    summary = train(config, args.out, None, resume=args.resume)
-    if not summary.get("already_finished"):
-        _print_train_summary(summary)
-    run = load_run(args.out)
-    for temperature in args.temperatures:
-        stats: dict = {}
-        samples = inference.sample(run, args.n, temperature=temperature, seed=args.seed,
-                                   grammar=not args.no_grammar, stats=stats)
-        path = os.path.join(args.out, f"samples_t{temperature:g}.smi")
-        _write_lines(samples, path)
-        valid = remove_invalid(samples)
-        unique = fraction_unique(valid) if valid else 0.0
-        how = (f" (by rejection under the grammar: {100 * stats['rejected']:.1f}% of first draws "
-               f"rejected, {100 * stats['masked']:.1f}% masked)" if stats.get("rejected") else "")
-        print(f"sampled {len(samples)} molecules from the prior at temperature {temperature:g} "
-              f"(z from {inference.describe_prior(run)}): "
-              f"valid {100 * fraction_valid(samples):.1f}%, unique (of valid) {100 * unique:.1f}%"
-              f"{how} -> {path}")
-    # drawn at random: MOSES's test file is ordered, its first lines are not a sample of it
-    test = random_subset(read_sequences("moses:test"), args.n, seed=0).texts
-    greedy = inference.reconstruct(run, test, num_samples=0, grammar=not args.no_grammar)
-    print(f"reconstructed {100 * greedy['exact_match_mean_z']:.1f}% of {len(test)} MOSES test "
-          f"molecules drawn at random exactly (greedy from the mean of q(z|x); token accuracy "
-          f"{100 * greedy['token_accuracy_mean_z']:.1f}%)")
-    print(f"total wall time {time.monotonic() - started:.0f}s; run directory: {args.out}")
+    run_demo(args.out, args.n, tuple(args.temperatures), seed=args.seed,
+             grammar=not args.no_grammar, raw=args.raw, resume=args.resume,
+             time_budget=args.time_budget, report=lambda line: print(line, flush=True))
     return 0
 
 
@@ -422,7 +414,7 @@ def cmd_optimize(args) -> int:
         samples=args.samples, temperature=args.temperature, beam=args.beam, rounds=args.rounds,
         elites=args.elites, keep=args.keep, minimize=args.minimize, grammar=not args.no_grammar,
         seed=args.seed)
-    run = _load(args.run_dir)
+    run = _load(args.run_dir, raw=args.raw)
     starts = None
     if args.start:
         starts = (read_sequences(args.start, run.config.data.column).texts
@@ -511,6 +503,12 @@ def _add_grammar_option(p) -> None:
                    "it only allows tokens that keep the string a completable molecule)")
 
 
+def _add_raw_option(p) -> None:
+    p.add_argument("--raw", action="store_true",
+                   help="molecules as the model writes them (Kekule SMILES for the demo) instead "
+                   "of RDKit's canonical SMILES")
+
+
 def _add_rejection_option(p) -> None:
     p.add_argument("--rejection", type=int, default=None, metavar="R",
                    help="SMILES runs: sample from the model conditioned on the grammar instead "
@@ -567,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop training after this long (default: none; the demo trains 2,000 "
                    "steps, 10 to 30 minutes on 2 CPU cores)")
     _add_grammar_option(p)
+    _add_raw_option(p)
     p.add_argument("--resume", action="store_true")
 
     p = command("sample", cmd_sample, "sample sequences from the prior")
@@ -580,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unique", action="store_true", help="drop repeated samples")
     p.add_argument("--valid-only", action="store_true", help="keep only RDKit-valid SMILES")
     _add_grammar_option(p)
+    _add_raw_option(p)
     _add_prior_option(p)
     _add_rejection_option(p)
 
@@ -620,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     _add_beam_option(p)
     _add_grammar_option(p)
+    _add_raw_option(p)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
@@ -671,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slerp", action="store_true", help="spherical instead of linear")
     _add_beam_option(p)
     _add_grammar_option(p)
+    _add_raw_option(p)
 
     p = command("export", cmd_export, "write a SavedModel that serves without seqvae "
                 "(encode, decode and sample signatures, tokenization in the graph)")
@@ -754,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="results CSV (one row per start)")
     p.add_argument("--trajectory", help="CSV of every decoded point of every path")
     _add_grammar_option(p)
+    _add_raw_option(p)
     p = command("explore", cmd_explore, "explore the latent space in the browser: map, click to "
                 "decode, neighbours, interpolation, samples (needs seqvae[explore])")
     p.add_argument("run_dir")

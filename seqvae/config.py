@@ -87,7 +87,8 @@ class ModelConfig:
 class DataConfig:
     """How sequences are read, tokenized, split and batched."""
 
-    tokenizer: str = "smiles"  # smiles | selfies | char | word (one-hot .npy data uses class ids)
+    tokenizer: str = "smiles"  # smiles | selfies | char | word (arrays, .npy: always word, their
+    #   class ids; Config.for_class_ids)
     column: str = "SMILES"  # column read from .csv/.tsv files
     max_len: int = 0  # longest sequence in tokens incl. <eos>; 0 = derive from the training data
     limit: int = 0  # use only N sequences (0 = all): the first N, or N drawn at random (subset)
@@ -265,7 +266,19 @@ class Config:
                 raise SeqvaeError(f"--set {item!r}: unknown key '{name}' in section '{section}' "
                                   f"(known: {', '.join(hints)})")
             values[section][name] = _parse_value(raw.strip(), hints[name], f"--set {key}")
+        explicit = {item.partition("=")[0].strip() for item in overrides}
+        if values["data"]["tokenizer"] != "smiles" and "model.grammar_features" not in explicit:
+            # A preset's SMILES-only decoder input has no grammar to read in another notation
+            # (one-hot arrays, char, word, SELFIES): off, unless asked for by name (an error).
+            values["model"]["grammar_features"] = False
         return Config.from_dict(values, source="--set")
+
+    def for_class_ids(self) -> "Config":
+        """The config for data given as arrays (one-hot ``(N, T, C)`` or class ids ``(N, T)``):
+        the class ids are the tokens (``data.tokenizer=word``, as the array's classes become
+        the words ``0``, ``1``, ...), so nothing SMILES-only applies (Kekule form, the grammar and
+        the decoder input read from it)."""
+        return self.with_overrides(["data.tokenizer=word"])
 
 
 _SECTION_TYPES = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}

@@ -10,7 +10,12 @@ Signatures (tokenization and detokenization happen inside the graph):
   ``InvalidArgumentError`` for that request, and the server carries on.
 
 Strings are in the run's notation (``module.notation``): SMILES, characters or words, and
-**SELFIES for SELFIES runs**, in and out. SMILES <-> SELFIES conversion is Python code
+**SELFIES for SELFIES runs**, in and out; decoded and sampled strings are the model's own
+(Kekule SMILES for a ``kekule_smiles`` run), not RDKit's canonical SMILES that seqvae's commands
+print (a client canonicalizes with ``Chem.MolToSmiles(Chem.MolFromSmiles(s))``). ``encode``
+refuses, with an ``InvalidArgumentError`` that names the expected notation and the inputs, a
+text holding a token the vocabulary lacks (SMILES sent to a SELFIES or Kekule export among
+them) or longer than the run's ``max_len``. SMILES <-> SELFIES conversion is Python code
 (``selfies``), which a SavedModel cannot carry; seqvae's own API converts for its users, so a
 client of a SELFIES export converts with ``selfies.encoder`` / ``selfies.decoder``. Likewise a
 ``data.kekulize`` run (notation ``kekule_smiles``) encodes Kekule SMILES (RDKit:
@@ -43,13 +48,19 @@ import tensorflow as tf
 
 from seqvae import inference, latent_prior
 from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
-from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS
+from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from seqvae.errors import SeqvaeError
 from seqvae.model import decoding, randomness
 from seqvae.training.rundir import Run, load_run
 
 
 MAX_SAMPLE_N = 10_000  # most sequences one ``sample`` request may ask for
+# What each ``notation`` is, for the errors of the ``encode`` signature.
+NOTATION_NAMES = {
+    "smiles": "SMILES", "word": "words separated by spaces", "char": "characters",
+    "selfies": "SELFIES (convert SMILES with selfies.encoder)",
+    "kekule_smiles": "Kekule SMILES (RDKit: Chem.Kekulize(mol, clearAromaticFlags=True), then "
+                     "Chem.MolToSmiles(mol, kekuleSmiles=True))"}
 
 
 class ExportModule(tf.Module):
@@ -63,6 +74,7 @@ class ExportModule(tf.Module):
         self.model_variables = list(run.model.variables)
         self.tokenizer = run.info["tokenizer"]
         notation = "kekule_smiles" if run.config.data.kekule else self.tokenizer
+        self._notation = notation
         self.notation = tf.Variable(notation, trainable=False, name="notation")  # of the strings
         if self.tokenizer not in ("smiles", "selfies", "char", "word"):
             raise SeqvaeError(f"cannot export tokenizer {self.tokenizer!r}")
@@ -96,11 +108,24 @@ class ExportModule(tf.Module):
             autograph=False)
 
     def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
+        """Token ids ``(N, max_len)`` of ``sequences (N,)``; an ``InvalidArgumentError`` naming
+        the inputs and the notation expected for a text with a token the vocabulary lacks (a
+        SMILES string sent to a SELFIES or a Kekule export, say) or longer than ``max_len``."""
         tokens = graph_tokenize(sequences, self.tokenizer)
         ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, tokens), tf.int32)
-        ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], EOS_ID)], axis=1)
-        dense = ids.to_tensor(default_value=PAD_ID)
-        dense = dense[:, :self.max_len]  # longer inputs are cut (seqvae itself refuses them)
+        unknown = tf.reduce_any(tf.equal(ids, UNK_ID), axis=1)
+        too_long = ids.row_lengths() >= self.max_len  # no room left for <eos>
+        notation = NOTATION_NAMES[self._notation]
+        checks = [
+            tf.debugging.Assert(tf.logical_not(tf.reduce_any(unknown)), [
+                f"encode: the model reads {notation}; these inputs hold tokens its vocabulary "
+                "lacks:", tf.boolean_mask(sequences, unknown)], summarize=5),
+            tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [
+                f"encode: the model reads at most {self.max_len - 1} tokens of {notation}; "
+                "these inputs are longer:", tf.boolean_mask(sequences, too_long)], summarize=5)]
+        with tf.control_dependencies(checks):
+            ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], EOS_ID)], axis=1)
+            dense = ids.to_tensor(default_value=PAD_ID)
         return tf.pad(dense, [[0, 0], [0, self.max_len - tf.shape(dense)[1]]])
 
     def _encode(self, sequences):

@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import time
+from collections import Counter
 from typing import Callable
 
 import numpy as np
@@ -605,7 +606,13 @@ def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bo
     from ``z = mean`` and averaged over ``num_samples`` draws ``z ~ q(z|x)``; ``beam_width`` > 1
     decodes by beam search instead of greedily.
     """
-    ids = encode_ids(run, data, strict).ids
+    encoded = encode_ids(run, data, strict, skip=not strict)
+    if encoded.problems:  # a measure over a data set: what the run cannot write is left out
+        kinds = Counter(kind for _, kind, _ in encoded.problems)
+        print(f"seqvae: reconstruction leaves out {len(encoded.problems)} sequences the run "
+              f"cannot encode ({', '.join(f'{n} {kind}' for kind, n in kinds.items())}; first: "
+              f"{encoded.messages[0]}); --strict stops at the first", file=sys.stderr)
+    ids = encoded.ids
     mean, log_var = encode_batches(run, ids, batch_size)
     mask = ids != PAD_ID
     decode_ids = compiled_decoder(run, grammar=grammar, beam_width=beam_width)
@@ -626,7 +633,8 @@ def reconstruct(run: Run, data, num_samples: int = 10, seed: int = 0, strict: bo
     for i in range(num_samples):
         eps = randomness.normal(mean.shape, randomness.fold_in(randomness.as_seed(seed), i)).numpy()
         sampled.append(accuracy(mean + np.exp(0.5 * log_var) * eps))
-    return {"sequences": len(ids), "decoding": f"beam {beam_width}" if beam_width > 1 else "greedy",
+    return {"sequences": len(ids), "left_out": len(encoded.problems),
+            "decoding": f"beam {beam_width}" if beam_width > 1 else "greedy",
             "exact_match_mean_z": float(np.mean(exact)),
             "token_accuracy_mean_z": token_mean,
             "sequence_accuracy_mean_z": seq_mean, "samples_per_sequence": num_samples,

@@ -184,9 +184,19 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
                                       "train.max_steps=4", "train.export_at_end=false"])
 
     monkeypatch.setattr(seqvae.config, "demo_config", tiny_demo)
+    monkeypatch.setattr("seqvae.workflows.DEMO_HEAD_MOLECULES", 200)
+    monkeypatch.setattr("seqvae.workflows.DEMO_HEAD_TEST", 40)
     assert main(["demo", "--out", str(tmp_path / "demo"), "-n", "20",
                  "--temperatures", "1.0"]) == 0
     out, err = capsys.readouterr()
+    # the property head seqvae optimize and the explorer read: fitted by the demo itself
+    assert re.search(r"fitted a property head \(logp, qed, sa, plogp, mw\) on \d+ encodings in "
+                     r"\d+s .*R² on 40 test molecules: logp -?\d", out)
+    assert (tmp_path / "demo" / "property_head" / "head.json").exists()
+    from seqvae.data.chemistry import canonical_smiles
+
+    samples = (tmp_path / "demo" / "samples_t1.smi").read_text().splitlines()
+    assert samples and all(canonical_smiles(s) in (s, None) for s in samples)  # canonical form
     assert ("then keeps the aggregate posterior of 50,000 training sequences as the prior "
             "(widened 1.45x)" in err)  # the start line says so, and the end of training does it
     assert re.search(r"prior: the aggregate posterior of \d+ training sequences", err)
@@ -198,3 +208,62 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
     assert real().train.max_steps == 2000 and real().data.kekulize  # the demo's fixed length
     assert not real().train.grammar_softmax and real().model.rejection_rounds == 8  # its recipe
     assert real().model.grammar_features and real().model.prior_widen == 1.45
+
+
+@pytest.mark.slow
+def test_the_seeds_one_hot_data_trains_samples_encodes_and_decodes(tmp_path, capsys):
+    """The question seqvae started from: one-hot data (batch, max_len 3, 4 classes) and a
+    free-running GRU decoder, through the command line as a user types it; no tokenizer or
+    grammar named (the array decides), under the default preset."""
+    ids = np.random.default_rng(0).integers(0, 4, (256, 3))
+    x = tmp_path / "x.npy"
+    np.save(x, np.eye(4, dtype=np.float32)[ids])
+    run = str(tmp_path / "run")
+    assert main(["train", str(x), "--out", run, "--max-steps", "30",
+                 "--set", "model.decoder_input=free_running", *TINY]) == 0
+    err = capsys.readouterr().err
+    assert "x.npy holds class ids: its classes are the tokens (data.tokenizer=word)" in err
+    config = json.load(open(os.path.join(run, "config.json")))
+    assert config["data"]["tokenizer"] == "word" and not config["model"]["grammar_features"]
+    assert main(["sample", run, "-n", "5", "--out", str(tmp_path / "s.npy")]) == 0
+    samples = np.load(tmp_path / "s.npy")
+    assert samples.shape == (5, 3, 4) and set(np.unique(samples)) <= {0.0, 1.0}
+    assert main(["encode", run, str(x), "--out", str(tmp_path / "z.npy")]) == 0
+    assert np.load(tmp_path / "z.npy").shape == (256, 4)
+    capsys.readouterr()
+    assert main(["decode", run, str(tmp_path / "z.npy"), "--out", str(tmp_path / "back.npy")]) == 0
+    back = np.load(tmp_path / "back.npy")
+    assert back.shape == (256, 3, 4) and np.all(back.sum(-1) <= 1)
+
+
+def test_text_that_is_not_smiles_gets_the_tokenizers_that_fit(tmp_path, capsys):
+    proteins = tmp_path / "proteins.txt"
+    proteins.write_text("MKTAYIAKQRQISFVK\nMVLSPADKTNVKAAW\n")
+    assert main(["train", str(proteins), "--out", str(tmp_path / "run"), "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "none of the 2 lines is a valid SMILES" in err
+    assert "--set data.tokenizer=char" in err
+    selfies = tmp_path / "selfies.txt"
+    selfies.write_text("[C][=C][C][=C][C][=C][Ring1][=Branch1]\n[C][=C]\n")
+    assert main(["train", str(selfies), "--out", str(tmp_path / "run"), "--max-steps", "1"]) == 2
+    assert "they are SELFIES: train with --set data.tokenizer=selfies" in capsys.readouterr().err
+    # the demo preset's SMILES-only decoder input is off for another tokenizer, not an error
+    assert main(["train", str(proteins), "--out", str(tmp_path / "chars"), "--preset", "demo",
+                 "--max-steps", "1", "--set", "data.tokenizer=char", *TINY]) == 0
+
+
+def test_molecules_come_out_canonical_unless_raw(tmp_path, capsys):
+    from seqvae.data.chemistry import canonical_smiles
+
+    data = tmp_path / "train.smi"
+    data.write_text("\n".join(SMILES) + "\n")
+    run = str(tmp_path / "kekule")
+    assert main(["train", str(data), "--out", run, "--max-steps", "4",
+                 "--set", "data.kekulize=true", *TINY]) == 0
+    capsys.readouterr()
+    assert main(["sample", run, "-n", "40", "--seed", "1", "--raw"]) == 0
+    raw = capsys.readouterr().out.splitlines()
+    assert main(["sample", run, "-n", "40", "--seed", "1"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert not any(c in "".join(raw) for c in "cno")  # the model writes Kekule SMILES
+    assert shown == [canonical_smiles(text) or text for text in raw]

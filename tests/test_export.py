@@ -18,8 +18,13 @@ SERVE = r"""
 import json, sys
 import tensorflow as tf
 served = []
-for path, smiles in json.loads(sys.argv[1]):  # [[export dir, queries], ...]
+for path, smiles, unreadable in json.loads(sys.argv[1]):  # [[export dir, queries, bad], ...]
     model = tf.saved_model.load(path)
+    try:
+        model.signatures["encode"](sequences=tf.constant(["CCO", unreadable]))
+        refused = None
+    except tf.errors.InvalidArgumentError as error:
+        refused = error.message
     encoded = model.signatures["encode"](sequences=tf.constant(smiles))
     decoded = model.signatures["decode"](z=encoded["z_mean"])["sequences"]
     sampled = model.signatures["sample"](n=tf.constant(30), temperature=tf.constant(0.9),
@@ -28,7 +33,7 @@ for path, smiles in json.loads(sys.argv[1]):  # [[export dir, queries], ...]
                    "z_mean": encoded["z_mean"].numpy().tolist(),
                    "z_log_var": encoded["z_log_var"].numpy().tolist(),
                    "decoded": [s.decode() for s in decoded.numpy()],
-                   "sampled": [s.decode() for s in sampled.numpy()]})
+                   "sampled": [s.decode() for s in sampled.numpy()], "refused": refused})
 assert not any(name.startswith("seqvae") for name in sys.modules), "seqvae was imported"
 print(json.dumps(served))
 """
@@ -97,7 +102,9 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
                           if tokenizer == "selfies" else queries)
         exported = (os.path.join(run_dir, "saved_model") if tokenizer == "char"
                     else export(run_dir, str(tmp_path / f"{tokenizer}{index}" / "exported")))
-        requests.append([exported, served_queries])
+        # what each export cannot read: SMILES into SELFIES, a token outside the vocabulary
+        requests.append([exported, served_queries, "c1ccccc1Cl" if tokenizer == "selfies"
+                         else "CC[Pt]" if tokenizer == "smiles" else "CC§"])
         run_dirs.append(run_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-c", SERVE, json.dumps(requests)],
@@ -106,6 +113,10 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
     answers = json.loads(result.stdout.strip().splitlines()[-1])
     for tokenizer, run_dir, served in zip(tokenizers, run_dirs, answers):
         run = load_run(run_dir)
+        run.raw_output = True  # the export returns the model's own strings, not canonical ones
+        expected = {"selfies": "the model reads SELFIES (convert SMILES with selfies.encoder)",
+                    "smiles": "the model reads SMILES;", "char": "the model reads characters;"}
+        assert expected[tokenizer] in served["refused"] and "lacks" in served["refused"], served
         mean, log_var = inference.encode(run, queries)
         np.testing.assert_allclose(served["z_mean"], mean, atol=1e-5)
         np.testing.assert_allclose(served["z_log_var"], log_var, atol=1e-5)
@@ -114,10 +125,13 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
         assert _as_smiles(served["sampled"], tokenizer) == inference.sample(
             run, 30, temperature=0.9, seed=5), tokenizer
     stats = {}
-    assert answers[3]["sampled"] == inference.sample(load_run(run_dirs[3]), 30, temperature=0.9,
+    rejecting = load_run(run_dirs[3])
+    rejecting.raw_output = True
+    assert answers[3]["sampled"] == inference.sample(rejecting, 30, temperature=0.9,
                                                      seed=5, rejection=3, stats=stats)
     assert answers[3]["sampled"] != answers[0]["sampled"] and stats["rejected"] > 0
     aggregate = load_run(run_dirs[4])  # sampled from its own prior by default, served too
+    aggregate.raw_output = True
     assert answers[4]["sampled"] == inference.sample(aggregate, 30, temperature=0.9, seed=5,
                                                      prior="fitted", rejection=3)
     assert answers[4]["sampled"] != answers[3]["sampled"]
@@ -156,18 +170,27 @@ def _still_serves(model):
 @given(texts=st.lists(st.one_of(st.text(max_size=40), st.sampled_from(
     ["", "Xx§", "[Zz]", "\x1f\x1f", "C" * 200, "é" * 50, "[", "]" * 3, " ", "\n\t"])), max_size=6))
 def test_encode_any_strings(served, texts):
+    """Text the run can read gets a finite z; any other is an InvalidArgumentError naming the
+    notation and the inputs, never a z for a string the model cannot read."""
     import tensorflow as tf
 
-    out = served.signatures["encode"](sequences=tf.constant(texts, tf.string))
-    assert out["z_mean"].shape == (len(texts), 4)
-    assert np.isfinite(out["z_mean"].numpy()).all()
+    try:
+        out = served.signatures["encode"](sequences=tf.constant(texts, tf.string))
+    except tf.errors.InvalidArgumentError as error:
+        assert "the model reads" in error.message and "SMILES" in error.message
+    else:
+        assert out["z_mean"].shape == (len(texts), 4)
+        assert np.isfinite(out["z_mean"].numpy()).all()
+    _still_serves(served)
 
 
-def test_encode_a_million_characters(served):
+def test_encode_refuses_a_million_characters(served):
     import tensorflow as tf
 
-    out = served.signatures["encode"](sequences=tf.constant(["C" * 10**6, "", "CCO"]))
-    assert out["z_mean"].shape == (3, 4) and np.isfinite(out["z_mean"].numpy()).all()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="at most .* tokens of SMILES"):
+        served.signatures["encode"](sequences=tf.constant(["C" * 10**6, "", "CCO"]))
+    out = served.signatures["encode"](sequences=tf.constant(["", "CCO"]))
+    assert out["z_mean"].shape == (2, 4) and np.isfinite(out["z_mean"].numpy()).all()
 
 
 @REQUESTS

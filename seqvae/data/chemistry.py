@@ -99,6 +99,15 @@ def canonical_smiles(smiles: str | Mol) -> str | None:
     return None if mol is None else Chem.MolToSmiles(mol)
 
 
+def canonical_or_as_is(texts: Sequence[str]) -> list[str]:
+    """Each text as RDKit's canonical SMILES where it is a molecule, else unchanged (so that an
+    invalid sample still counts as one)."""
+    from rdkit import rdBase
+
+    with rdBase.BlockLogs():
+        return [canonical_smiles(text) or text for text in texts]
+
+
 def remove_invalid(gen: Sequence[str], canonize: bool = True) -> list[str]:
     """The valid molecules of ``gen`` in order, as canonical SMILES if ``canonize`` (MOSES)."""
     from rdkit import rdBase

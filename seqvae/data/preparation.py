@@ -32,12 +32,16 @@ class TextCodec:
       tokenizer: ``smiles``, ``selfies``, ``char`` or ``word``.
       max_len: padded length in tokens, ``<eos>`` included.
       kekulize: SMILES are modelled in Kekule form (``data.kekulize``).
+      canonical: decoded molecules come out as RDKit's canonical (aromatic) SMILES, the form
+        users' files and searches use, whatever form the model writes (Kekule, SELFIES);
+        strings that are no molecule stay as decoded.
     """
 
     vocab: Vocabulary
     tokenizer: str
     max_len: int
     kekulize: bool = False
+    canonical: bool = False  # ids_to_texts writes valid molecules as RDKit's canonical SMILES
 
     @property
     def molecules(self) -> bool:
@@ -80,12 +84,14 @@ def ids_to_texts(codec: TextCodec, ids: np.ndarray) -> list[str]:
     """Decoded id rows ``(N, T)`` -> texts, each read up to its ``<eos>``.
 
     SELFIES runs give SMILES (``""`` where the symbols do not decode), so every molecule run
-    speaks SMILES to its users.
+    speaks SMILES to its users; with ``codec.canonical``, RDKit's canonical SMILES.
     """
     tokenizer = get_tokenizer(codec.tokenizer)
     texts = [tokenizer.detokenize(codec.vocab.decode(row)) for row in np.asarray(ids)]
     if codec.tokenizer == "selfies":
         texts = [_selfies_to_smiles(text) for text in texts]
+    if codec.canonical and codec.molecules:
+        texts = chemistry.canonical_or_as_is(texts)
     return texts
 
 
@@ -250,7 +256,7 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
     if config.subset == "random" and config.limit:
         seqs = sources.random_subset(seqs, config.limit, seed)
     name = codec.tokenizer if codec else "word" if seqs.one_hot_classes else config.tokenizer
-    if codec.kekulize if codec else config.kekule:
+    if codec.kekulize if codec else (config.kekule and not seqs.one_hot_classes):
         seqs, invalid = _kekulized(seqs, strict)
     else:
         invalid = []
@@ -344,6 +350,20 @@ def _report_invalid(seqs: sources.Sequences, bad: list[int], strict: bool) -> No
                           f"{seqs.texts[bad[0]][:60]!r} ({len(bad)} invalid lines in all: {lines})")
     if len(bad) == len(seqs.texts):
         raise SeqvaeError(f"{seqs.source}: none of the {len(bad)} lines is a valid SMILES "
-                          f"(first: line {seqs.line_numbers[0]}); is this the right file or tokenizer?")
+                          f"(line {seqs.line_numbers[0]}: {seqs.texts[0][:40]!r}); "
+                          f"{tokenizer_hint(seqs.texts)}")
     print(f"seqvae: skipped {len(bad)} invalid SMILES in {seqs.source} (lines {lines}"
           f"{', ...' if len(bad) > 5 else ''}); use --strict to fail instead", file=sys.stderr)
+
+
+def tokenizer_hint(texts: Sequence[str]) -> str:
+    """What to do with lines that are not SMILES: the tokenizers that fit them, by their look
+    (SELFIES symbols, words separated by spaces, or any other text read character by character)."""
+    some = [text for text in texts[:1000] if text]
+    if some and all(is_selfies(text) for text in some):
+        return "they are SELFIES: train with --set data.tokenizer=selfies"
+    if some and sum(" " in text for text in some) > len(some) / 2:
+        return ("for tokens separated by spaces train with --set data.tokenizer=word "
+                "(or data.tokenizer=char: one token per character)")
+    return ("for text that is not SMILES (proteins, words) train with --set data.tokenizer=char "
+            "(one token per character) or data.tokenizer=word (tokens separated by spaces)")

@@ -12,7 +12,7 @@ import csv
 import gzip
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +51,17 @@ def random_subset(seqs: Sequences, count: int, seed: int) -> Sequences:
     rows = random_rows(len(seqs.texts), count, seed)
     return Sequences([seqs.texts[i] for i in rows], [seqs.line_numbers[i] for i in rows],
                      seqs.source, seqs.one_hot_classes)
+
+
+def is_array_source(source) -> bool:
+    """Whether ``source`` is an array of class ids (a numpy array or a ``.npy`` file): data whose
+    tokens are its classes, with no text to tokenize."""
+    if isinstance(source, np.ndarray):
+        return True
+    if source is None or isinstance(source, (list, tuple)):
+        return False
+    name = os.fspath(source)
+    return (name[:-3] if name.endswith(".gz") else name).endswith(".npy")
 
 
 def read_sequences(source, column: str = "SMILES", limit: int = 0) -> Sequences:
@@ -216,6 +227,28 @@ def _from_array(array: np.ndarray, source: str, limit: int) -> Sequences:
         raise SeqvaeError(f"{source}: the array holds no tokens (every position is padding)")
     texts = [" ".join(str(int(c)) for c in row if c >= 0) for row in ids]
     return Sequences(texts, list(range(1, len(texts) + 1)), source, one_hot_classes=classes)
+
+
+def to_one_hot(texts: Sequence[str], classes: int, length: int) -> tuple[np.ndarray, int]:
+    """Class-id texts (``"0 3 1"``, as read from an array) back into a one-hot array, all-zero
+    rows after each sequence: the inverse of reading one.
+
+    Returns:
+      float32 ``(N, length, classes)``, and how many texts were longer than ``length`` and cut
+      (a decoder that did not stop within the array's width).
+
+    Raises:
+      SeqvaeError: a text holding something other than class ids below ``classes``.
+    """
+    out, cut = np.zeros((len(texts), length, classes), np.float32), 0
+    for row, text in enumerate(texts):
+        words = text.split()
+        if not all(w.isdigit() and int(w) < classes for w in words):
+            raise SeqvaeError(f"sequence {row + 1} ({text[:40]!r}) is not class ids below {classes}")
+        cut += len(words) > length
+        words = words[:length]
+        out[row, np.arange(len(words)), [int(w) for w in words]] = 1.0
+    return out, cut
 
 
 # --- streaming: sources too big to hold as one list ----------------------------------------------

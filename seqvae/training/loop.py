@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from seqvae import files
 from seqvae.config import Config, TrainConfig, config_differences
+from seqvae.data import sources
 from seqvae.errors import SeqvaeError
 from seqvae.model.vae import SequenceVAE, precision_policy
 from seqvae.training import checkpoints as checkpoints_lib
@@ -291,12 +292,20 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
                   strategy: tf.distribute.Strategy, chief: bool) -> dict:
     started = time.monotonic()
     stored = run_lib.read_run_files(run_dir) if resume else None
+    if stored is not None and data is None and stored.info.get("data_source") not in (
+            None, "list", "array"):
+        data = stored.info["data_source"]
+    for_class_ids = sources.is_array_source(data) and config.data.tokenizer != "word"
+    if for_class_ids:
+        config = config.for_class_ids()
     if stored is not None:
         _check_resume_config(stored.config, config, run_dir)
-        if data is None and stored.info.get("data_source") not in (None, "list", "array"):
-            data = stored.info["data_source"]
     source = open_training_data(config, data, stored, strict or not config.data.skip_invalid,
                                  strategy, run_dir)
+    if for_class_ids and chief:
+        print(f"seqvae: {data if isinstance(data, str) else 'the array'} holds class ids: "
+              "its classes are the tokens (data.tokenizer=word), without Kekule SMILES or "
+              "the SMILES grammar", file=sys.stderr, flush=True)
     properties = source.properties  # {"names", "mean", "std"} of a jointly trained head
     if not stored:
         run_lib.write_run_files(run_dir, config, source.vocab, {

@@ -79,6 +79,8 @@ class Run:
     tokenizer: Tokenizer
     info: dict
     model: Any = None  # SequenceVAE with the latest checkpoint's weights (load_run)
+    raw_output: bool = False  # decoded molecules as the model writes them (Kekule SMILES for a
+    #   Kekule run), not as RDKit's canonical SMILES (the default; --raw)
     compiled: dict = field(default_factory=dict, repr=False, compare=False)  # seqvae.inference's
 
     @property
@@ -89,7 +91,7 @@ class Run:
     def codec(self) -> TextCodec:
         """Vocabulary, tokenizer and length: what ``encode_texts`` and ``ids_to_texts`` need."""
         return TextCodec(self.vocab, self.info["tokenizer"], self.max_len,
-                         kekulize=self.config.data.kekule)
+                         kekulize=self.config.data.kekule, canonical=not self.raw_output)
 
     @property
     def grammar(self):

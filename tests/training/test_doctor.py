@@ -33,7 +33,7 @@ def test_the_classic_assign_loop_loses_decoder_gradients():
 @pytest.mark.slow
 def test_doctor_reports_every_mode_ok_and_formats_a_table():
     # Every mode eagerly (tests/model/test_vae.py checks each in tf.function and XLA too).
-    reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8, executions=("eager",))
+    reports = doctor.doctor(tiny_config(), max_len=8, executions=("eager",))
     assert len(reports) == 3 * 3
     assert [(r.decoder_input, r.z_conditioning) for r in reports] == [
         (d, z) for d in DECODER_INPUTS for z in Z_CONDITIONINGS]
@@ -134,7 +134,7 @@ def test_check_model_gradients_on_an_arbitrary_model_and_loss():
 
 @pytest.mark.slow
 def test_doctor_mixed_precision_gradients_reach_every_weight():
-    reports = doctor.doctor(tiny_config(), vocab_size=10, max_len=8, all_modes=False,
+    reports = doctor.doctor(tiny_config(), max_len=8, all_modes=False,
                                  precisions=("mixed_bfloat16", "mixed_float16"))
     assert {r.precision for r in reports} == {"mixed_bfloat16", "mixed_float16"}
     assert all(r.ok for r in reports), doctor.format_reports(reports)
@@ -152,10 +152,52 @@ def test_property_head_gets_gradients_in_every_decoder_mode():
 
     config = tiny_config()
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, properties="logp,qed"))
-    reports = doctor(config, vocab_size=12, max_len=8, batch_size=3, executions=("eager",))
-    reports += doctor(config, vocab_size=12, max_len=8, batch_size=3, all_modes=False,
+    reports = doctor(config, max_len=8, batch_size=3, executions=("eager",))
+    reports += doctor(config, max_len=8, batch_size=3, all_modes=False,
                       executions=("tf.function",))
     assert len(reports) == 9 + 1 and all(r.ok for r in reports), [r.problems for r in reports]
-    plain = doctor(tiny_config(), vocab_size=12, max_len=8, batch_size=3, all_modes=False,
+    plain = doctor(tiny_config(), max_len=8, batch_size=3, all_modes=False,
                    executions=("eager",))
     assert reports[0].variables == plain[0].variables + 8  # 3 hidden + output layer, kernel + bias
+
+
+@pytest.mark.slow
+def test_a_decoder_reading_the_grammar_is_checked_with_it_and_every_other_mode_without():
+    """The demo's decoder reads the SMILES grammar (model.grammar_features): the doctor builds a
+    SMILES vocabulary for it, checks it under teacher forcing (its only mode) with the grammar,
+    and the other decoder inputs without; every variable gets a gradient in every execution."""
+    import dataclasses
+
+    config = tiny_config(grammar_features=True)
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, kekulize=True))
+    reports = doctor.doctor(config, executions=("eager", "xla"))
+    assert [r.decoder_input for r in reports[::2]] == (
+        ["teacher_forcing+grammar"] * 3 + ["free_running"] * 3 + ["latent_only"] * 3)
+    assert all(r.ok for r in reports), doctor.format_reports(reports)
+
+
+def test_example_inputs_are_real_molecules_for_smiles_runs_and_random_ids_otherwise():
+    from seqvae.data.vocabulary import EOS_ID, Vocabulary
+
+    vocab, tokenizer, ids = doctor.example_inputs(tiny_config())
+    assert tokenizer == "smiles" and "Cl" in vocab and "[O-]" in vocab
+    texts = ["".join(vocab.decode(row)) for row in ids.numpy()]
+    assert texts == list(doctor.EXAMPLE_SMILES[:4])
+    digits = Vocabulary([str(i) for i in range(6)])
+    vocab, _, ids = doctor.example_inputs(tiny_config(), digits, "word", max_len=8)
+    assert vocab is digits and ids.shape == (4, 8) and (ids.numpy() == EOS_ID).sum() == 4
+
+
+def test_a_fitted_property_head_gets_gradients_in_every_execution():
+    from seqvae.training.property_fit import fit_head
+
+    rng = np.random.default_rng(0)
+    head, mean, std, _ = fit_head(rng.standard_normal((64, 4)), rng.standard_normal((64, 2)),
+                                  depth=2, width=8, epochs=1)
+
+    class Fitted:
+        names, model = ("logp", "qed"), head
+
+    reports = doctor.check_head_gradients(Fitted(), latent_dim=4)
+    assert [r.execution for r in reports] == list(doctor.EXECUTIONS)
+    assert all(r.ok and r.variables == 6 for r in reports)
