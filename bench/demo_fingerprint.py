@@ -21,6 +21,10 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,13 +34,10 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=1000)
     args = parser.parse_args()
 
-    from seqvae import runtime
-
-    runtime.tune_process()  # as the command line runs
     from seqvae import inference
-    from seqvae.config import demo_config
+    from seqvae.presets import demo_config
     from seqvae.run import load_run
-    from seqvae.training.loop import train
+    from seqvae.workflows import train
 
     if os.path.exists(args.out):
         shutil.rmtree(args.out)

@@ -222,7 +222,7 @@ def main() -> None:
         moses_rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     theirs = max(moses_rows, key=lambda row: row["per_second"])
 
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     def described(run_dir: str, result: dict) -> str:
         config = load_run(run_dir).config

@@ -30,6 +30,10 @@ import subprocess
 import sys
 import time
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PEER_PYTHON = os.path.join(HERE, "moses_peer", ".venv", "bin", "python")
@@ -106,7 +110,7 @@ def _samples(args) -> str:
     if args.samples:
         return os.path.abspath(args.samples)
     from seqvae import inference
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     path = os.path.join(args.output_dir, "samples.smi")
     started = time.perf_counter()

@@ -4,7 +4,7 @@ and how much faster.
     python bench/filter_screen.py runs/demo/report/samples.smi   # a run's evaluate samples
     python bench/filter_screen.py                                # both MOSES test splits
 
-``seqvae.evaluation.moses_metrics.passes_filters`` runs ``HasSubstructMatch`` only for the filter
+``seqvae.evaluation.molecules.passes_filters`` runs ``HasSubstructMatch`` only for the filter
 patterns whose pattern fingerprint is contained in the molecule's (``_filter_candidates``). For
 every molecule this checks, on all cores, that the screened set holds every pattern that matches
 (so the verdict is the one of matching all 502 patterns), and prints both timings (CPU seconds
@@ -22,27 +22,31 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 
 def check_chunk(smiles: list[str]) -> dict:
     """For one chunk: molecules, those matching some pattern, screen misses, CPU seconds of the
     full and of the screened matching."""
     from rdkit import Chem, RDLogger
 
-    from seqvae.evaluation import moses_metrics
+    from seqvae.evaluation import molecules
 
     RDLogger.DisableLog("rdApp.*")
-    patterns = moses_metrics._filter_patterns()
-    moses_metrics._filter_fingerprints()  # built outside the timing
+    patterns = molecules.filter_patterns()
+    molecules.filter_fingerprints()  # built outside the timing
     mols = [Chem.AddHs(m) for m in map(Chem.MolFromSmiles, smiles) if m is not None]
     started = time.process_time()
     full = [{i for i, p in enumerate(patterns) if m.HasSubstructMatch(p)} for m in mols]
     full_s = time.process_time() - started
     started = time.process_time()
-    screened = [any(m.HasSubstructMatch(patterns[i]) for i in moses_metrics._filter_candidates(m))
+    screened = [any(m.HasSubstructMatch(patterns[i]) for i in molecules.filter_candidates(m))
                 for m in mols]
     screened_s = time.process_time() - started
     misses = sum(1 for m, matching in zip(mols, full)
-                 if not matching <= set(moses_metrics._filter_candidates(m).tolist()))
+                 if not matching <= set(molecules.filter_candidates(m).tolist()))
     disagree = sum(bool(matching) != verdict for matching, verdict in zip(full, screened))
     return {"molecules": len(mols), "matching": sum(bool(f) for f in full), "misses": misses,
             "disagree": disagree, "full_s": full_s, "screened_s": screened_s}

@@ -28,6 +28,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -52,7 +56,7 @@ def main() -> int:
 
     from seqvae import inference
     from seqvae.data.sources import read_sequences
-    from seqvae.training import load_run
+    from seqvae.run import load_run
 
     run = load_run(args.run_dir)
     # MOSES's split files are not shuffled (bench/fcd_reference.py): every set of molecules
@@ -61,7 +65,7 @@ def main() -> int:
     test = [test[i] for i in np.random.default_rng(args.seed).permutation(len(test))]
     reference = test[:10_000]
     if args.full_test:
-        from seqvae.evaluation.moses_metrics import moses_reference
+        from seqvae.evaluation.moses_files import moses_reference
 
         reference = moses_reference("test")
     train = read_sequences("moses:train").texts

@@ -18,6 +18,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 
 def violations(texts: list[str], batch_size: int = 4096) -> tuple[list[tuple[str, int]], int]:
     """Returns ([(text, position)] of texts the grammar rejects, number checked)."""

@@ -7,9 +7,9 @@ The mask's share of sampling time (``bench/grammar_throughput.py``) is the state
 ``(B, R)`` tensors. This times both in a ``tf.while_loop`` over random tokens of the run's
 vocabulary, once as a plain ``tf.function`` (how small batches and the SavedModel run them) and
 once with ``jit_compile=True`` (XLA fuses the small ops: how sampling runs batches of 256 rows
-or more since session 14), after a warm-up call of each, and prints
+or more now), after a warm-up call of each, and prints
 milliseconds per step. Same masks either way (integer logic); checked here too.
-Then what rejection sampling runs a step since session 29: ``update`` alone (the decoder that
+Then what rejection sampling runs a step now: ``update`` alone (the decoder that
 reads the grammar runs it anyway) and ``update`` with ``rejection_check`` of the drawn token
 (``allowed`` for one token a row, not V), plain and with the check under XLA.
 """
@@ -24,6 +24,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -37,7 +41,7 @@ def main() -> int:
     import tensorflow as tf
 
     from seqvae.model.grammar import SmilesGrammar
-    from seqvae.training import load_run
+    from seqvae.run import load_run
 
     grammar = SmilesGrammar.from_tokens(load_run(args.run_dir).vocab.tokens)
     batch, steps, vocab = args.batch, args.steps, grammar.vocab_size

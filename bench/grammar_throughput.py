@@ -20,6 +20,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 
 def main() -> int:
     from throughput import cpu_description  # bench/ is first on sys.path when run as a script
@@ -38,7 +42,7 @@ def main() -> int:
     from seqvae import inference
     from seqvae.data.preparation import ids_to_texts
     from seqvae.model import decoding, randomness
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     run = load_run(args.run_dir)
     if run.grammar is None:

@@ -13,7 +13,7 @@ excluded). Configurations run in turns, A B A B ..., so load changes fall on eac
   glibc as it comes (``SEQVAE_MALLOPT=0``);
 - ``TF BFC``: TensorFlow's BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``), glibc as it comes;
 - ``mallopt + TF BFC``: seqvae's default: BFC, and glibc told at import to keep freed heap memory
-  (Eigen's matmul buffers, which BFC does not serve; ``seqvae/__init__.py``);
+  (Eigen's matmul buffers, which BFC does not serve; ``seqvae/runtime.py``);
 - ``tcmalloc`` / ``jemalloc``: preloaded over glibc (the allocator TensorFlow's performance guide
   suggests), where ``libtcmalloc_minimal.so.4`` / ``libjemalloc.so.2`` are installed.
 """

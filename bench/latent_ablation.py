@@ -5,7 +5,7 @@ the same wall time: machines differ up to 2x), then is measured the same way:
 
 - greedy reconstruction from the posterior mean: exact canonical-SMILES match on ``--recon``
   MOSES test molecules drawn at random (the demo's draw; ``--test-draw first``: the file's first
-  lines, as every row before session 25) (and token accuracy), and the same with beam search
+  lines, as every row earlier) (and token accuracy), and the same with beam search
   (width 5);
 - the Kusner et al. protocol on the first ``--kusner`` of them (10 encodings x 10 decodings);
 - interpolation between 100 random pairs of them, 8 steps: valid and distinct intermediates;
@@ -30,6 +30,10 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
 
 # The demo as it was before the latent recipe: every recipe is --set overrides on top of it
 # (the current demo preset is the recipe kekule_beta0.1_molecule_bidir_lr5e-3, sampled by
@@ -96,7 +100,7 @@ RECIPES = {
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.3",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
         "train.learning_rate=5e-3", "train.warmup_steps=100"],
-    # the middle of the trade-off curve at 5e-3 (the demo preset since session 15)
+    # the middle of the trade-off curve at 5e-3 (the demo preset now)
     "kekule_beta0.1_molecule_bidir_gsoftmax_lr5e-3": [
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.1",
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
@@ -108,7 +112,7 @@ RECIPES = {
         "model.encoder_bidirectional=true", "train.grammar_softmax=true",
         "train.learning_rate=7e-3", "train.warmup_steps=100"],
     # between the demo's beta (0.1) and 0.03, at the demo's 5e-3: where does 60% fall?
-    # the demo since session 25: beta 0.07, sampled by rejection under the grammar from the
+    # the demo now: beta 0.07, sampled by rejection under the grammar from the
     # aggregate posterior kept after training (model.prior=aggregate, widened 1.6x)
     "kekule_beta0.07_molecule_bidir_lr5e-3_aggregate": [
         "data.kekulize=true", "train.kl_reduction=per_molecule", "train.kl_weight_end=0.07",
@@ -168,8 +172,8 @@ RECIPES = {
 
 
 def train_recipe(name: str, overrides: list[str], steps: int, out: str) -> str:
-    from seqvae.config import demo_config
-    from seqvae.training import train
+    from seqvae.presets import demo_config
+    from seqvae.workflows import train
 
     run_dir = os.path.join(out, name)
     config = demo_config().with_overrides(
@@ -190,11 +194,11 @@ def train_recipe(name: str, overrides: list[str], steps: int, out: str) -> str:
 def fcd_or_none(valid: list[str], test) -> float | None:
     """FCD of ``valid`` against ``test`` (SMILES, or ``ReferenceStats``); None without the
     optional fcd extra."""
-    from seqvae.evaluation import moses_metrics
+    from seqvae.evaluation import chemnet, metrics
 
     try:
-        return moses_metrics.fcd(valid, test)
-    except moses_metrics.MissingExtraError:
+        return metrics.fcd(valid, test)
+    except chemnet.MissingExtraError:
         return None
 
 
@@ -202,13 +206,13 @@ def sample_measures(samples: list[str], train_set: set[str], test) -> dict:
     """Prior samples' ``valid`` fraction, and of the valid ones ``unique`` (@10k), ``novelty``
     against ``train_set`` and ``fcd`` against ``test`` (None without the fcd extra)."""
     from seqvae.data.chemistry import remove_invalid
-    from seqvae.evaluation import moses_metrics
+    from seqvae.evaluation import metrics
 
     valid = remove_invalid(samples)
-    return {"valid": moses_metrics.fraction_valid(samples),
-            "unique": moses_metrics.fraction_unique(valid, min(10000, len(valid)),
+    return {"valid": metrics.fraction_valid(samples),
+            "unique": metrics.fraction_unique(valid, min(10000, len(valid)),
                                                     check_validity=False),
-            "novelty": moses_metrics.novelty(valid, train_set),
+            "novelty": metrics.novelty(valid, train_set),
             "fcd": fcd_or_none(valid, test)}
 
 
@@ -217,10 +221,10 @@ def measure(run_dir: str, args) -> dict:
 
     from seqvae import inference
     from seqvae.data.sources import read_sequences
-    from seqvae.evaluation import moses_metrics
+    from seqvae.evaluation import metrics
     from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
     from seqvae.evaluation.vae_quality import vae_quality
-    from seqvae.training import load_run
+    from seqvae.run import load_run
 
     run = load_run(run_dir)
     seqs = read_sequences("moses:test")
@@ -232,7 +236,7 @@ def measure(run_dir: str, args) -> dict:
     test_fcd = test[:10000]
     if args.test_draw == "random":  # MOSES's test file is ordered: its head is no sample of it
         from seqvae.data.sources import random_subset
-        from seqvae.evaluation.moses_metrics import moses_reference
+        from seqvae.evaluation.moses_files import moses_reference
 
         test = random_subset(seqs, wanted, seed=0).texts  # the demo's 1,000, then spares
         drawn = set(test)
@@ -259,7 +263,7 @@ def measure(run_dir: str, args) -> dict:
 
     if run.grammar is not None and not run.config.train.grammar_softmax:
         unmasked = inference.sample(run, args.samples, temperature=1.0, seed=0, grammar=False)
-        row["valid_t1_no_grammar"] = moses_metrics.fraction_valid(unmasked)
+        row["valid_t1_no_grammar"] = metrics.fraction_valid(unmasked)
         row["fcd_no_grammar"] = fcd_or_none(remove_invalid(unmasked), test_fcd)
     train_set = set(read_sequences("moses:train").texts)
     if run.grammar is not None and not run.config.train.grammar_softmax:  # the demo's sampler
@@ -275,7 +279,7 @@ def measure(run_dir: str, args) -> dict:
     row.update({"valid_t1": t1["valid"], "unique@10k": t1["unique"], "novelty": t1["novelty"],
                 "fcd_test": t1["fcd"]})
     samples = inference.sample(run, args.samples, temperature=0.7, seed=0, rejection=0)
-    row["valid_t0.7"] = moses_metrics.fraction_valid(samples)
+    row["valid_t0.7"] = metrics.fraction_valid(samples)
     if args.fitted_prior:  # z from the Gaussian fitted to 50k training encodings
         inference.fit_prior(run, "moses:train", limit=50_000, components=args.prior_components)
         samples = inference.sample(run, args.samples, temperature=1.0, seed=0, prior="fitted",
@@ -283,7 +287,7 @@ def measure(run_dir: str, args) -> dict:
         fitted = sample_measures(samples, train_set, test_fcd)
         row.update({"valid_t1_fitted": fitted["valid"], "novelty_fitted": fitted["novelty"],
                     "fcd_fitted": fitted["fcd"]})
-    from seqvae.training.property_fit import has_head, head_metrics, load_head
+    from seqvae.property_fit import has_head, head_metrics, load_head
 
     if has_head(run):  # R² of the head on the first 10,000 test molecules (as fit-properties)
         metrics = head_metrics(run, load_head(run), "moses:test", limit=10000)
@@ -331,7 +335,7 @@ def main() -> int:
     parser.add_argument("--test-draw", choices=("random", "first"), default="random",
                         help="test molecules drawn at random (the demo's draw of 1,000: seed "
                         "0) with FCD against all of MOSES test, or, as every row before "
-                        "session 25, the file's first lines with FCD against its first 10,000")
+                        "earlier, the file's first lines with FCD against its first 10,000")
     parser.add_argument("--remeasure", action="store_true",
                         help="measure the recipes' existing runs again (after a change to "
                         "decoding), keeping their training time")

@@ -26,14 +26,18 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from latent_ablation import BASELINE, RECIPES  # noqa: E402
 
 
 def train_curve(recipe: str, minutes: float, steps: int, every: int, out: str) -> str:
-    from seqvae.config import demo_config
-    from seqvae.training import train
+    from seqvae.presets import demo_config
+    from seqvae.workflows import train
 
     run_dir = os.path.join(out, recipe)
     config = demo_config().with_overrides(
@@ -65,8 +69,8 @@ def checkpoint_times(run_dir: str) -> dict[int, float]:
 def measure(run_dir: str, checkpoint: str, args) -> dict:
     from seqvae import inference
     from seqvae.data.sources import read_sequences
-    from seqvae.evaluation import moses_metrics
-    from seqvae.training import load_run
+    from seqvae.evaluation import metrics
+    from seqvae.run import load_run
 
     run = load_run(run_dir, checkpoint)
     test = read_sequences("moses:test").texts[:args.recon]
@@ -80,7 +84,7 @@ def measure(run_dir: str, checkpoint: str, args) -> dict:
             if grammar:
                 continue
             samples = inference.sample(run, args.samples, temperature=1.0, seed=0)
-        row["valid_t1" + ("_grammar" if grammar else "")] = moses_metrics.fraction_valid(samples)
+        row["valid_t1" + ("_grammar" if grammar else "")] = metrics.fraction_valid(samples)
     return row
 
 

@@ -17,7 +17,7 @@ the range of the ratios. Last, the bound on any exact sampler of ``p(x | x gramm
 decodes from the model: counting decoded tokens, a sample costs the accepted string's tokens plus
 ``r / (1 - r)`` rejected strings, each stopped at its violation at best, against one string of any
 kind without the grammar (measured on the no-grammar draw's own strings). z comes from the
-run's own prior (``inference.run_prior``: the aggregate posterior for the demo since session 25).
+run's own prior (``inference.run_prior``: the aggregate posterior for the demo now).
 Run it with nothing else on the cores: the times are compared with each other.
 """
 
@@ -30,6 +30,10 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
 
 
 def main() -> int:
@@ -51,13 +55,13 @@ def main() -> int:
 
     from seqvae import inference
     from seqvae.data.sources import read_sequences
-    from seqvae.training import load_run
+    from seqvae.run import load_run
 
     run = load_run(args.run_dir)
     if not inference.rejection_rounds(run, args.rounds):  # no grammar, or trained masked
         sys.exit(f"{args.run_dir}: a SMILES run trained without the constrained softmax is needed")
     if args.full_test:
-        from seqvae.evaluation.moses_metrics import moses_reference
+        from seqvae.evaluation.moses_files import moses_reference
 
         test = moses_reference("test")
     else:

@@ -20,6 +20,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import runtime  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up
+
 import numpy as np  # noqa: E402
 
 
@@ -46,9 +50,9 @@ def product_nearest(gen_bits: np.ndarray, ref_bits: np.ndarray,
 def fingerprints(split: str, limit: int = 0) -> np.ndarray:
     from seqvae.data.chemistry import to_mol
     from seqvae.data.sources import read_sequences
-    from seqvae.evaluation.moses_metrics import _fingerprints
+    from seqvae.evaluation import molecules
 
-    return _fingerprints([to_mol(text) for text in read_sequences(split, limit=limit).texts])
+    return molecules.fingerprints([to_mol(text) for text in read_sequences(split, limit=limit).texts])
 
 
 def main() -> int:

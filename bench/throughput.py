@@ -32,8 +32,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any TensorFlow impo
 # The run as a script puts bench/ first on sys.path; seqvae sits one folder up.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from seqvae import parallel, runtime  # noqa: E402
 from seqvae.config import Config, ModelConfig, TrainConfig  # noqa: E402
-from seqvae import parallel  # noqa: E402
+
+runtime.tune_process()  # TensorFlow set up as the command line sets it up (workers too)
 from seqvae.data import batching
 from seqvae.data.vocabulary import Vocabulary  # noqa: E402
 
@@ -84,7 +86,7 @@ class SeqvaeWorker:
     def __init__(self, spec: dict, precision: str):
         import tensorflow as tf
 
-        from seqvae.training.loop import build_training, make_train_step, planned_steps
+        from seqvae.training.steps import build_training, make_train_step, planned_steps
 
         self.tf = tf
         self.spec = spec
@@ -113,7 +115,7 @@ class SeqvaeWorker:
             self.sample_model = SequenceVAE(MODEL, spec["vocab_size"], ids.shape[1]).build_weights()
             self.sample_note = "untrained model (fresh initial weights)"
         else:
-            from seqvae.training.rundir import load_run
+            from seqvae.run import load_run
 
             run = load_run(spec["run_dir"])
             self.sample_model = run.model

@@ -24,7 +24,7 @@ from seqvae.config import ModelConfig  # noqa: E402
 from seqvae.model import randomness  # noqa: E402
 from seqvae.model.decoder import Decoder  # noqa: E402
 from seqvae.model.encoder import Encoder  # noqa: E402
-from seqvae.training import objective  # noqa: E402
+from seqvae.model import likelihood  # noqa: E402
 
 BATCH, STEPS, CLASSES, LATENT = 3, 3, 4, 5
 
@@ -45,8 +45,8 @@ def train_step(x, step):
         z_mean, z_log_var = encoder(x, training=True)
         z = z_mean + tf.exp(0.5 * z_log_var) * randomness.normal(tf.shape(z_mean), seed)
         logits = decoder(z, num_steps=STEPS, training=True)  # (batch, 3, 4), one step at a time
-        recon = objective.probability_cross_entropy(x, tf.nn.softmax(logits))
-        kl = objective.kl_divergence(z_mean, z_log_var)
+        recon = likelihood.probability_cross_entropy(x, tf.nn.softmax(logits))
+        kl = likelihood.kl_divergence(z_mean, z_log_var)
         loss = recon + 0.1 * kl
     encoder_gradients = tape.gradient(loss, encoder.trainable_weights)
     decoder_gradients = tape.gradient(loss, decoder.trainable_weights)

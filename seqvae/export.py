@@ -51,7 +51,7 @@ from seqvae.data.graph_tokenizers import graph_tokenize, lookup_table
 from seqvae.data.vocabulary import EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from seqvae.errors import SeqvaeError
 from seqvae.model import decoding, randomness
-from seqvae.training.rundir import Run, load_run
+from seqvae.run import Run, load_run
 
 
 MAX_SAMPLE_N = 10_000  # most sequences one ``sample`` request may ask for

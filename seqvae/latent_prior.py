@@ -23,7 +23,7 @@ draws its component (from the seed), then ``z = mean_k + L_k eps``.
 equal-weight mixture of the N encodings' own posteriors ``N(mu_i, diag((w sigma_i)^2))``, each
 widened by ``w`` (``model.prior_widen``; a kernel density estimate whose kernels are the
 posteriors). It is what the decoder learned to read, holes and all, where 100 full-covariance
-components still leave some. Measured on the demo (``bench/latent_ablation.md``, session 25):
+components still leave some. Measured on the demo (``bench/latent_ablation.md``):
 z from the posteriors of 50,000 training molecules, sampled by rejection under the grammar, FCD/Test
 0.89 at w = 1 against 3.29 for a fitted mixture of 100 and 5.60 for N(0, I); but about one sample
 in four is then a training molecule (novelty 0.75: each kernel sits on one); w = 1.4 gives

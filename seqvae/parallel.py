@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, Callable
 
 
@@ -39,12 +40,21 @@ def map_chunks(function: Callable[[list], Any], items: list, report: Callable[[s
         except BrokenProcessPool:
             report(f"{label}: worker processes could not start (a script that calls seqvae needs "
                    "an `if __name__ == '__main__':` guard to use them); one process instead")
-    results, done, total = [], 0, sum(map(len, chunks))
+    results, done, total, started = [], 0, sum(map(len, chunks)), time.monotonic()
     for source in chunks:
         results.append(function(source))
         done += len(source)
-        report(f"{label}: {done}/{total} molecules (1 process)")
+        report(_progress_line(label, done, total, started, 1))
     return results
+
+
+def _progress_line(label: str, done: int, total: int, started: float, workers: int) -> str:
+    """``label: done/total molecules (N processes, R/s, T s left)``."""
+    elapsed = max(time.monotonic() - started, 1e-9)
+    rate = done / elapsed
+    left = (total - done) / rate if rate > 0 else 0.0
+    return (f"{label}: {done:,}/{total:,} molecules ({workers} process"
+            f"{'es' if workers > 1 else ''}, {rate:,.0f}/s, {left:.0f} s left)")
 
 
 def _map_in_processes(function: Callable[[list], Any], chunks: list[list], workers: int,
@@ -52,14 +62,14 @@ def _map_in_processes(function: Callable[[list], Any], chunks: list[list], worke
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    results, done, total = [], 0, sum(map(len, chunks))
+    results, done, total, started = [], 0, sum(map(len, chunks)), time.monotonic()
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         for source, result in zip(chunks, pool.map(function, chunks)):
             results.append(result)
             done += len(source)
-            report(f"{label}: {done}/{total} molecules ({workers} processes)")
+            report(_progress_line(label, done, total, started, workers))
     finally:
         pool.shutdown(cancel_futures=True)
     return results

@@ -1,5 +1,6 @@
-"""Workflows that chain the library's steps: the demo (train, fit a property head, sample,
-reconstruct), each a Python call the command line only parses arguments for."""
+"""Workflows that chain the library's steps: a run (train, keep the aggregate prior, export)
+and the demo (that, then a property head, samples and reconstructions), each a Python call the
+command line only parses arguments for."""
 
 from __future__ import annotations
 
@@ -8,12 +9,59 @@ import time
 from typing import Callable
 
 from seqvae.files import write_text_atomic
+from seqvae.messages import note
 
 # The demo's property head: what ``seqvae optimize`` and the explorer offer, fitted on the
 # encodings of this many MOSES training molecules (RDKit's properties of 20,000 molecules and the
 # head's fit take about a minute on 2 CPU cores), its R² reported on DEMO_HEAD_TEST test molecules.
 DEMO_HEAD_MOLECULES = 20_000
 DEMO_HEAD_TEST = 2_000
+
+
+def train(config, run_dir: str, data=None, *, resume: bool = False, strict: bool = False,
+          strategy="default", report: Callable[[str], None] | None = None) -> dict:
+    """Trains a run (``seqvae.training.loop.train``: same arguments and summary), then, unless
+    it was interrupted, keeps its aggregate prior (``model.prior=aggregate``) and writes its
+    SavedModel (``train.export_at_end``); a run that had already finished gets only what it
+    lacks."""
+    from seqvae.training.loop import train as train_loop
+
+    summary = train_loop(config, run_dir, data, resume=resume, strict=strict, strategy=strategy)
+    if not summary["chief"] or summary["stop_reason"] == "interrupted":
+        return summary
+    fresh = not summary.get("already_finished")
+    if config.model.prior == "aggregate" and (
+            fresh or not os.path.exists(os.path.join(run_dir, "latent_prior.npz"))):
+        keep_aggregate_prior(run_dir, config, summary["data"], report)
+    if config.train.export_at_end and (
+            fresh or not os.path.isdir(os.path.join(run_dir, "saved_model"))):
+        from seqvae.export import export
+
+        export(run_dir, os.path.join(run_dir, "saved_model"))
+    return summary
+
+
+def keep_aggregate_prior(run_dir: str, config, data, report: Callable[[str], None] | None = None
+                         ) -> None:
+    """``model.prior=aggregate``: keeps the aggregate posterior of ``model.prior_encodings``
+    training sequences drawn at random (``data.sample_ids``) as the run's prior
+    (``seqvae.latent_prior.fit_aggregate``)."""
+    from seqvae import inference, latent_prior
+    from seqvae.run import load_run
+
+    started = time.monotonic()
+    ids = data.sample_ids(config.model.prior_encodings, config.train.seed)
+    mean, log_var = inference.encode_batches(load_run(run_dir), ids)
+    latent_prior.save(run_dir, latent_prior.fit_aggregate(mean, log_var, data.source,
+                                                          config.model.prior_widen))
+    (report or _to_stderr)(
+        f"seqvae: prior: the aggregate posterior of {len(ids):,} training sequences drawn at "
+        f"random, each q(z|x) widened {config.model.prior_widen:g}x "
+        f"({time.monotonic() - started:.0f} s); sample and evaluate draw z from it")
+
+
+def _to_stderr(line: str) -> None:
+    note(line)
 
 
 def run_demo(out: str, n: int = 1000, temperatures: tuple[float, ...] = (1.0, 0.7),
@@ -38,13 +86,12 @@ def run_demo(out: str, n: int = 1000, temperatures: tuple[float, ...] = (1.0, 0.
       "property_head": head.json contents or None, "seconds": wall time}``.
     """
     from seqvae import inference
-    from seqvae.config import demo_config
+    from seqvae.presets import demo_config
     from seqvae.data.chemistry import remove_invalid
     from seqvae.data.sources import random_subset, read_sequences
-    from seqvae.evaluation.moses_metrics import fraction_unique, fraction_valid
-    from seqvae.training.loop import train
-    from seqvae.training.property_fit import DEFAULT_PROPERTIES, HEAD_DIR, fit_properties
-    from seqvae.training.rundir import load_run
+    from seqvae.evaluation.metrics import fraction_unique, fraction_valid
+    from seqvae.property_fit import DEFAULT_PROPERTIES, HEAD_DIR, fit_properties
+    from seqvae.run import load_run
 
     started = time.monotonic()
     config = demo_config().with_overrides(

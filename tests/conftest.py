@@ -8,6 +8,11 @@ import signal
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from seqvae import messages, runtime  # noqa: E402
+
+runtime.tune_process()  # the tests run TensorFlow as the command line does
+messages.show_on_stderr()  # and see the library's lines on stderr as its users do
+
 import pytest  # noqa: E402
 
 from seqvae.config import Config, DataConfig, ModelConfig, TrainConfig  # noqa: E402
@@ -43,7 +48,7 @@ def with_train(config: Config, **changes) -> Config:
 
 def run_weights(run_dir, checkpoint=None) -> list:
     """Every weight of the run's model as loaded by ``load_run`` (numpy arrays, in order)."""
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     return [v.numpy() for v in load_run(str(run_dir), checkpoint).model.weights]
 
@@ -67,7 +72,7 @@ def train_tiny_run(folder, steps: int = 20):
     import dataclasses
 
     from seqvae.training.loop import train
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     config = tiny_config()
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=steps,
@@ -86,7 +91,7 @@ HELD_OUT = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl", "c1ccc(Br)cc1
 def run(tiny_run_dir, tmp_path_factory):
     """A copy of the session's tiny run (20 steps on SMILES) for each test module, loaded: a
     module may write into it (property heads, priors, reports) without the others seeing it."""
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     return load_run(copy_run(tiny_run_dir, tmp_path_factory.mktemp("run") / "run"))
 

@@ -51,7 +51,7 @@ def test_sample_rejection_flag_and_its_one_line_errors(run_dir, capsys):
     assert main(["sample", run_dir, "-n", "30", "--seed", "2", "--rejection", "3"]) == 0
     drawn = capsys.readouterr().out.splitlines()
     from seqvae import inference
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     assert drawn == inference.sample(load_run(run_dir), 30, seed=2, rejection=3)
     assert main(["sample", run_dir, "-n", "3", "--rejection", "2", "--no-grammar"]) == 2
@@ -174,16 +174,16 @@ def test_user_data_gets_no_demo_limits_and_the_limits_are_printed(tmp_path, caps
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("moses") is None, reason="needs the molsets data")
 def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
-    import seqvae.config
+    import seqvae.presets
 
-    real = seqvae.config.demo_config
+    real = seqvae.presets.demo_config
 
     def tiny_demo():  # the demo's recipe and data, a tiny model and length
         return real().with_overrides(["model.encoder_units=16", "model.decoder_units=16",
                                       "model.latent_dim=4", "data.limit=300",
                                       "train.max_steps=4", "train.export_at_end=false"])
 
-    monkeypatch.setattr(seqvae.config, "demo_config", tiny_demo)
+    monkeypatch.setattr(seqvae.presets, "demo_config", tiny_demo)
     monkeypatch.setattr("seqvae.workflows.DEMO_HEAD_MOLECULES", 200)
     monkeypatch.setattr("seqvae.workflows.DEMO_HEAD_TEST", 40)
     assert main(["demo", "--out", str(tmp_path / "demo"), "-n", "20",
@@ -242,11 +242,11 @@ def test_text_that_is_not_smiles_gets_the_tokenizers_that_fit(tmp_path, capsys):
     assert main(["train", str(proteins), "--out", str(tmp_path / "run"), "--max-steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "none of the 2 lines is a valid SMILES" in err
-    assert "--set data.tokenizer=char" in err
+    assert "train with data.tokenizer=char" in err
     selfies = tmp_path / "selfies.txt"
     selfies.write_text("[C][=C][C][=C][C][=C][Ring1][=Branch1]\n[C][=C]\n")
     assert main(["train", str(selfies), "--out", str(tmp_path / "run"), "--max-steps", "1"]) == 2
-    assert "they are SELFIES: train with --set data.tokenizer=selfies" in capsys.readouterr().err
+    assert "they are SELFIES: train with data.tokenizer=selfies" in capsys.readouterr().err
     # the demo preset's SMILES-only decoder input is off for another tokenizer, not an error
     assert main(["train", str(proteins), "--out", str(tmp_path / "chars"), "--preset", "demo",
                  "--max-steps", "1", "--set", "data.tokenizer=char", *TINY]) == 0

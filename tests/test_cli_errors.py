@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqvae.cli import main
-from seqvae.training.rundir import RunLock
+from seqvae.run import RunLock
 
 SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1ccncc1", "CC(C)Cl", "OCC(O)CO", "CCBr",
           "C1CCCCC1", "c1ccc2ccccc2c1", "CC#N", "O=C=O", "CC(=O)Nc1ccc(O)cc1", "CCOC(=O)C",

@@ -72,12 +72,12 @@ def test_fit_predict_and_optimize(csv_run, tmp_path, capsys):
     (["optimize", "{run}", "--objective", "col:pIC50", "--start", "CCO", "--out", "{tmp}/x.csv"],
      "'col:pIC50' is not a property RDKit computes"),
     (["optimize", "{run}", "--objective", "qed", "--similarity", "2", "--out", "{tmp}/x.csv"],
-     "--similarity must be in [0, 1]"),
+     "similarity must be in [0, 1]"),
     (["fit-properties", "{run}", "--data", "{data}", "--properties", "col:Ki"], "no column 'Ki'"),
     (["fit-properties", "{run}", "--properties", "logp,bogus"], "unknown property 'bogus'"),
-    (["fit-properties", "{run}", "--width", "0"], "the head needs --depth >= 0, --width >= 1"),
-    (["fit-properties", "{run}", "--schedule", "step"], "--schedule cosine or constant and"),
-    (["fit-properties", "{run}", "--activation", "elu"], "--activation tanh or silu or gelu or relu"),
+    (["fit-properties", "{run}", "--width", "0"], "the head needs depth >= 0, width >= 1"),
+    (["fit-properties", "{run}", "--schedule", "step"], "schedule cosine or constant and"),
+    (["fit-properties", "{run}", "--activation", "elu"], "activation tanh or silu or gelu or relu"),
 ])
 def test_bad_property_input_is_one_line(csv_run, tmp_path, capsys, argv, message):
     run_dir, data = csv_run

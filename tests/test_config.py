@@ -6,7 +6,8 @@ import json
 import pytest
 
 from seqvae import config as config_module
-from seqvae.config import Config, DataConfig, ModelConfig, TrainConfig, demo_config, load_config
+from seqvae.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
+from seqvae.presets import demo_config
 from seqvae.errors import SeqvaeError
 
 

@@ -41,8 +41,9 @@ OPTIONAL_PACKAGES = {"umap": "umap-learn"}  # a command whose comment names the 
 
 def documented_commands() -> list[tuple[str, int, list[str], str]]:
     """``(document, line, argv, comment)`` of each seqvae command in a code block of the docs:
-    continuation lines joined, ``&&`` chains split, set-up steps left out."""
-    found = []
+    continuation lines joined, ``&&`` chains split, set-up steps left out; a command shown on
+    several pages is run once, where it first appears."""
+    found, seen = [], set()
     for document in DOCUMENTS:
         with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
             lines = handle.read().split("\n")
@@ -73,7 +74,9 @@ def documented_commands() -> list[tuple[str, int, list[str], str]]:
                 if words and (words[0] in PROGRAMS or words[:3] == ["python", "-m", "seqvae"]
                               or (words[0] == "python" and len(words) > 1
                                   and words[1].startswith("examples/"))):
-                    found.append((document, start, words, comment))
+                    if tuple(words) not in seen:
+                        seen.add(tuple(words))
+                        found.append((document, start, words, comment))
     return found
 
 
@@ -110,7 +113,7 @@ def _tiny_moses(folder) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def shrunk(tmp_path_factory):
     """Tiny presets and MOSES splits for the whole module (undone at its end)."""
-    from seqvae import config as config_lib
+    from seqvae import presets
     from seqvae import workflows
     from seqvae.data import moses, sources
 
@@ -118,9 +121,9 @@ def shrunk(tmp_path_factory):
     splits = _tiny_moses(str(tmp_path_factory.mktemp("moses")))
     patch.setattr(moses, "moses_split_file", lambda split: splits[split])
     patch.setattr(sources, "moses_split_file", lambda split: splits[split])
-    real_preset, real_demo = config_lib.preset_config, config_lib.demo_config
-    patch.setattr(config_lib, "preset_config", lambda name: _tiny(real_preset(name)))
-    patch.setattr(config_lib, "demo_config", lambda: _tiny(real_demo()))
+    real_preset, real_demo = presets.preset_config, presets.demo_config
+    patch.setattr(presets, "preset_config", lambda name: _tiny(real_preset(name)))
+    patch.setattr(presets, "demo_config", lambda: _tiny(real_demo()))
     patch.setattr(workflows, "DEMO_HEAD_MOLECULES", 300)
     patch.setattr(workflows, "DEMO_HEAD_TEST", 50)
     yield splits
@@ -137,6 +140,7 @@ def stand_ins(shrunk, tmp_path_factory):
     assert cli.main(["demo", "--out", str(folder / "runs" / "demo"), "-n", "20"]) == 0
     for name in ("data.smi", "molecules.smi", "mine.smi"):
         (folder / name).write_text("".join(f"{m}\n" for m in MOLECULES * 3))
+    (folder / "proteins.txt").write_text("MKTAYIAKQRQISFVKSHFSRQ\nMVLSPADKTNVKAAWGKVGAHA\n" * 20)
     ids = np.random.default_rng(0).integers(0, 4, (256, 3))  # the seed question's data
     np.save(folder / "x.npy", np.eye(4, dtype=np.float32)[ids])
     (folder / "zinc").mkdir()

@@ -11,8 +11,8 @@ from conftest import SMILES, copy_run, tiny_config
 
 from seqvae import inference
 from seqvae.export import export
-from seqvae.training.loop import train
-from seqvae.training.rundir import load_run
+from seqvae.workflows import train
+from seqvae.run import load_run
 
 SERVE = r"""
 import json, sys

@@ -12,7 +12,7 @@ from seqvae import inference
 from seqvae.data.preparation import encode_texts
 from seqvae.data.vocabulary import EOS_ID
 from seqvae.training.loop import train
-from seqvae.training.rundir import load_run
+from seqvae.run import load_run
 
 
 def _syntax_ok(texts):
@@ -83,7 +83,7 @@ def test_a_later_rejection_round_fills_the_pending_rows_from_its_draws_and_spare
     # Round 2: one draw of the pending rows and spares (one batch: at most 2P rows)
     draws = int(decoding.rejection_attempts(len(pending), bad.sum(), len(bad)))
     assert len(pending) < draws <= 2 * len(pending)
-    seed = inference._derived_seed(6, 1)
+    seed = inference.sampling._derived_seed(6, 1)
     drawn_z = inference.prior_draw(run, draws, seed)
     ids, bad = decoded(drawn_z, seed, batch_size=draws)
     kept = np.flatnonzero(~bad)[:len(pending)]
@@ -107,11 +107,11 @@ def test_the_grammar_check_under_xla_finds_what_the_plain_one_finds(run, monkeyp
     assert plain.shape == (250,) and (plain >= 0).any() and (plain < 0).any()
     np.testing.assert_array_equal(compiled, plain)
     # Rejection sampling of COMPILED_MASK_MIN rows or more checks under XLA: the same texts.
-    from seqvae.model import grammar as grammar_module
+    from seqvae.model import grammar_decoding
 
     small = inference.sample(run, 150, seed=5, rejection=3, batch_size=100)
-    monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 150)
-    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)  # (256 by default)
+    monkeypatch.setattr(inference.texts, "COMPILED_MASK_MIN", 150)
+    monkeypatch.setattr(grammar_decoding, "COMPILED_MIN_ROWS", 2)  # (256 by default)
     assert inference.sample(run, 150, seed=5, rejection=3, batch_size=100) == small
     rejecting = [key[1:] for key in run.compiled if key[1] == "decoder" and key[-1]]
     assert {key[-2] for key in rejecting} == {False, True}  # compiled_mask both ways
@@ -144,16 +144,16 @@ def test_a_run_can_sample_by_rejection_by_default(run):
 
 
 def test_many_samples_run_the_mask_under_xla_with_the_same_texts(run, monkeypatch):
-    from seqvae.model import grammar as grammar_module
+    from seqvae.model import grammar_decoding
 
     plain = inference.sample(run, 300, seed=2)
-    monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 300)  # (10,000 by default)
-    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)
+    monkeypatch.setattr(inference.texts, "COMPILED_MASK_MIN", 300)  # (10,000 by default)
+    monkeypatch.setattr(grammar_decoding, "COMPILED_MIN_ROWS", 2)
     assert inference.sample(run, 300, seed=2) == plain
     assert any(key[-2] is True for key in run.compiled if key[1] == "decoder")  # the XLA one ran
     # A batch under COMPILED_MIN_ROWS goes to the plain state machine, chosen per batch.
-    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 200)
-    called, original = [], inference.compiled_decoder
+    monkeypatch.setattr(grammar_decoding, "COMPILED_MIN_ROWS", 200)
+    called, original = [], inference.compiled.compiled_decoder
 
     def spy(*args, compiled_mask=False, **kwargs):
         decode_ids = original(*args, compiled_mask=compiled_mask, **kwargs)
@@ -165,10 +165,10 @@ def test_many_samples_run_the_mask_under_xla_with_the_same_texts(run, monkeypatc
         call.get_concrete_function = decode_ids.get_concrete_function
         return call
 
-    monkeypatch.setattr(inference, "compiled_decoder", spy)
+    monkeypatch.setattr(inference.compiled, "compiled_decoder", spy)
     texts = inference.sample(run, 300, seed=2, batch_size=250)
     assert called == [(True, 250), (False, 50)]
-    monkeypatch.setattr(inference, "COMPILED_MASK_MIN", 10_000)
+    monkeypatch.setattr(inference.texts, "COMPILED_MASK_MIN", 10_000)
     assert inference.sample(run, 300, seed=2, batch_size=250) == texts
     assert called[2:] == [(False, 250), (False, 50)]
 

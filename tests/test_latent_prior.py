@@ -170,8 +170,8 @@ def test_a_run_trained_with_the_aggregate_prior_keeps_it_and_samples_it(tmp_path
 
     from conftest import tiny_config, with_train
 
-    from seqvae.training.loop import train
-    from seqvae.training.rundir import load_run
+    from seqvae.workflows import train
+    from seqvae.run import load_run
 
     config = with_train(tiny_config(prior="aggregate", prior_encodings=12, prior_widen=1.5),
                         max_steps=6, epochs=100)

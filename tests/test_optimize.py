@@ -10,7 +10,7 @@ from conftest import HELD_OUT, SMILES
 from seqvae import optimize as opt
 from seqvae.data import properties as props
 from seqvae.errors import SeqvaeError
-from seqvae.training import property_fit
+from seqvae import property_fit
 
 
 def heavy_atoms(mol) -> float:
@@ -105,7 +105,7 @@ def test_later_rounds_climb_from_the_best_molecules_found(run, stub_head):
 def test_elite_centres_fall_back_to_the_start(run):
     """Starts with fewer molecules found than elites keep z0 in the remaining slots."""
     z0 = np.arange(2 * run.config.model.latent_dim, dtype=np.float32).reshape(2, -1)
-    found = opt._Found(1.0, 0.5, 0, 0, 0, np.full(z0.shape[1], 7.0, np.float32), 0.0, 0.0)
+    found = opt.search._Found(1.0, 0.5, 0, 0, 0, np.full(z0.shape[1], 7.0, np.float32), 0.0, 0.0)
     pools = [{SMILES[0]: found}, {}]
     centres = opt.elite_centres(run, pools, z0, 2, 1.0)
     assert centres.shape == (2, 2, z0.shape[1])
@@ -148,9 +148,9 @@ def test_objective_must_be_an_rdkit_property_the_head_predicts(run, stub_head):
         opt.optimize(run, "atoms", HELD_OUT, head=stub_head)
     with pytest.raises(SeqvaeError, match="predicts atoms, not 'qed'"):
         opt.optimize(run, "qed", HELD_OUT, head=stub_head)
-    with pytest.raises(SeqvaeError, match="--similarity"):
+    with pytest.raises(SeqvaeError, match="similarity must be"):
         opt.OptimizeSettings(similarity=1.5)
-    with pytest.raises(SeqvaeError, match="--rounds and --elites"):
+    with pytest.raises(SeqvaeError, match="rounds and elites"):
         opt.OptimizeSettings(rounds=0)
 
 
@@ -202,5 +202,5 @@ def test_keep_decodes_completions_of_the_start_prefix(run, stub_head):
                 start_text = ids_to_texts(dataclasses.replace(run.codec, canonical=False),
                                           ids[row:row + 1, :kept])[0]
                 assert kept >= 1 and text.startswith(start_text), (text, start_text)
-    with pytest.raises(SeqvaeError, match="--keep"):
+    with pytest.raises(SeqvaeError, match="keep fractions"):
         opt.OptimizeSettings(keep=(1.0,))

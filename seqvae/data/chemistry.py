@@ -81,6 +81,12 @@ def checked_kekule_smiles(texts: Sequence[str]) -> tuple[list[int], list[str | N
     return invalid, kekule
 
 
+def kekule_forms(texts: Sequence[str]) -> list[str | None]:
+    """Each text's Kekule SMILES (None where invalid or not kekulizable): ``checked_kekule_smiles``'
+    second half, for chunks on worker processes (``seqvae.parallel.map_chunks``)."""
+    return checked_kekule_smiles(texts)[1]
+
+
 def _kekule_of(mol: Mol) -> str | None:
     from rdkit import Chem
 

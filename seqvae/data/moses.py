@@ -16,6 +16,11 @@ MOSES_SPLITS = ("train", "test", "test_scaffolds")
 MOSES_HINT = "pip install --no-deps molsets==0.3.1"
 
 
+def is_moses(source) -> bool:
+    """Whether ``source`` names a MOSES split (``moses:train``, ``moses:test``, ...)."""
+    return isinstance(source, str) and source.startswith("moses:")
+
+
 def moses_package_dir() -> str:
     """Directory of the installed ``moses`` package (from molsets), found without importing it.
 

@@ -8,19 +8,25 @@ source line (``on_error="raise"``) or leaves out and lists (``on_error="skip"``)
 
 from __future__ import annotations
 
-import sys
+import functools
+import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from seqvae.config import DataConfig
+from seqvae import parallel
 from seqvae.data import batching, chemistry, sources
+from seqvae.data.moses import is_moses
 from seqvae.data.tokenizers import SELFIES_PATTERN, SelfiesTokenizer, get_tokenizer
 from seqvae.data.vocabulary import PAD_ID, Vocabulary
 from seqvae.errors import SeqvaeError
+from seqvae.messages import note
 
 MOLECULE_TOKENIZERS = ("smiles", "selfies")
+PARALLEL_MIN = 20_000  # molecules from which RDKit's checks run on every core (worker start ~2 s)
+LARGE_FILE = 5 << 20  # bytes from which preparing a file says so before reading it
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,21 @@ def to_model_notation(text: str, tokenizer: str, kekulize: bool = False) -> str:
             raise SeqvaeError(f"cannot write {text[:60]!r} in Kekule form (RDKit)")
         return kekule
     return text
+
+
+def _invalid_rows(texts: Sequence[str], tokenizer: str) -> list[int]:
+    """``invalid_smiles_rows`` on every core for many texts, with progress."""
+    if len(texts) < PARALLEL_MIN:
+        return invalid_smiles_rows(texts, tokenizer)
+    chunks = parallel.map_chunks(functools.partial(_invalid_flags, tokenizer=tokenizer),
+                                 list(texts), _preparing, "checking SMILES", PARALLEL_MIN)
+    return [row for row, bad in enumerate(flag for chunk in chunks for flag in chunk) if bad]
+
+
+def _invalid_flags(texts: Sequence[str], tokenizer: str) -> list[bool]:
+    """Whether each text is an invalid SMILES (``invalid_smiles_rows``), for worker processes."""
+    bad = set(invalid_smiles_rows(texts, tokenizer))
+    return [row in bad for row in range(len(texts))]
 
 
 def invalid_smiles_rows(texts: Sequence[str], tokenizer: str) -> list[int]:
@@ -251,8 +272,11 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
       seed: seeds the validation split (and the draw of ``data.subset=random``).
       strict: fail on the first invalid SMILES instead of skipping invalid lines.
     """
-    seqs = sources.read_sequences("moses:train" if data is None else data, config.column,
-                                  config.lines_read)
+    source = "moses:train" if data is None else data
+    if is_moses(source) or (isinstance(source, str) and os.path.isfile(source)
+                            and os.path.getsize(source) > LARGE_FILE):
+        _preparing(f"reading {source}")  # the first line of a long preparation
+    seqs = sources.read_sequences(source, config.column, config.lines_read)
     if config.subset == "random" and config.limit:
         seqs = sources.random_subset(seqs, config.limit, seed)
     name = codec.tokenizer if codec else "word" if seqs.one_hot_classes else config.tokenizer
@@ -260,8 +284,8 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
         seqs, invalid = _kekulized(seqs, strict)
     else:
         invalid = []
-        if name in MOLECULE_TOKENIZERS and not seqs.source.startswith("moses:"):  # MOSES is valid
-            invalid = invalid_smiles_rows(seqs.texts, name)
+        if name in MOLECULE_TOKENIZERS and not is_moses(seqs.source):  # MOSES is valid
+            invalid = _invalid_rows(seqs.texts, name)
             _report_invalid(seqs, invalid, strict)
         seqs = _without_rows(seqs, invalid)
     notations = None
@@ -277,12 +301,19 @@ def prepare_data(config: DataConfig, data=None, *, codec: TextCodec | None = Non
                         [seqs.line_numbers[i] for i in encoded.kept])
 
 
+def _preparing(line: str) -> None:
+    note(f"seqvae: preparing the data: {line}")
+
+
 def _kekulized(seqs: sources.Sequences, strict: bool) -> tuple[sources.Sequences, list[int]]:
     """The texts in Kekule form, from one RDKit parse each (~0.15 ms a molecule; encode_texts
     then passes Kekule text through unchanged), and the rows dropped. A molecule that does not
     kekulize does not sanitize either, so RDKit calls it invalid, and it is skipped (or refused)
     like any invalid SMILES."""
-    _, converted = chemistry.checked_kekule_smiles(seqs.texts)
+    report = _preparing if len(seqs.texts) >= PARALLEL_MIN else (lambda line: None)
+    chunks = parallel.map_chunks(chemistry.kekule_forms, seqs.texts, report, "Kekule SMILES",
+                                 PARALLEL_MIN)
+    converted = [text for chunk in chunks for text in chunk]
     bad = [i for i, text in enumerate(converted) if text is None]
     _report_invalid(seqs, bad, strict)
     return _without_rows(sources.Sequences(converted, seqs.line_numbers, seqs.source), bad), bad
@@ -317,7 +348,7 @@ def _fit_codec(config: DataConfig, seqs: sources.Sequences,
         return TextCodec(vocab, "word", config.max_len or longest + 1)
     name = config.tokenizer
     tokenizer = get_tokenizer(name)
-    if seqs.source.startswith("moses:") and config.limit and not (config.kekule
+    if is_moses(seqs.source) and config.limit and not (config.kekule
                                                                    or name == "selfies"):
         # A subset of MOSES still gets the vocabulary and length of the whole train split, so
         # the run can encode and evaluate on the MOSES test splits. Not for Kekule or SELFIES
@@ -352,8 +383,8 @@ def _report_invalid(seqs: sources.Sequences, bad: list[int], strict: bool) -> No
         raise SeqvaeError(f"{seqs.source}: none of the {len(bad)} lines is a valid SMILES "
                           f"(line {seqs.line_numbers[0]}: {seqs.texts[0][:40]!r}); "
                           f"{tokenizer_hint(seqs.texts)}")
-    print(f"seqvae: skipped {len(bad)} invalid SMILES in {seqs.source} (lines {lines}"
-          f"{', ...' if len(bad) > 5 else ''}); use --strict to fail instead", file=sys.stderr)
+    note(f"seqvae: skipped {len(bad)} invalid SMILES in {seqs.source} (lines {lines}"
+          f"{', ...' if len(bad) > 5 else ''}); use --strict to fail instead")
 
 
 def tokenizer_hint(texts: Sequence[str]) -> str:
@@ -361,9 +392,9 @@ def tokenizer_hint(texts: Sequence[str]) -> str:
     (SELFIES symbols, words separated by spaces, or any other text read character by character)."""
     some = [text for text in texts[:1000] if text]
     if some and all(is_selfies(text) for text in some):
-        return "they are SELFIES: train with --set data.tokenizer=selfies"
+        return "they are SELFIES: train with data.tokenizer=selfies"
     if some and sum(" " in text for text in some) > len(some) / 2:
-        return ("for tokens separated by spaces train with --set data.tokenizer=word "
+        return ("for tokens separated by spaces train with data.tokenizer=word "
                 "(or data.tokenizer=char: one token per character)")
-    return ("for text that is not SMILES (proteins, words) train with --set data.tokenizer=char "
+    return ("for text that is not SMILES (proteins, words) train with data.tokenizer=char "
             "(one token per character) or data.tokenizer=word (tokens separated by spaces)")

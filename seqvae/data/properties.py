@@ -27,6 +27,7 @@ import numpy as np
 
 from seqvae import parallel
 from seqvae.data import chemistry
+from seqvae.data.moses import is_moses
 from seqvae.errors import SeqvaeError
 
 RDKIT_PROPERTIES = ("logp", "qed", "sa", "plogp", "mw")
@@ -87,15 +88,15 @@ def parse_property_names(text: str | Sequence[str]) -> tuple[str, ...]:
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text)]
     names = [n for n in names if n]
     if not names:
-        raise SeqvaeError("--properties: no property named; choose from "
+        raise SeqvaeError("properties: none named; choose from "
                           f"{', '.join(RDKIT_PROPERTIES)} or col:COLUMN")
     for name in names:
         if name not in RDKIT_PROPERTIES and not (name.startswith(COLUMN_PREFIX)
                                                  and len(name) > len(COLUMN_PREFIX)):
-            raise SeqvaeError(f"--properties: unknown property {name!r}; choose from "
+            raise SeqvaeError(f"properties: unknown property {name!r}; choose from "
                               f"{', '.join(RDKIT_PROPERTIES)} or col:COLUMN (a numeric CSV column)")
     if len(set(names)) != len(names):
-        raise SeqvaeError(f"--properties: a property is named twice ({', '.join(names)})")
+        raise SeqvaeError(f"properties: a property is named twice ({', '.join(names)})")
     return tuple(names)
 
 
@@ -207,7 +208,7 @@ def read_property_table(source, names: Sequence[str], column: str = "SMILES",
 def read_numeric_columns(path, column: str, wanted: Sequence[str], limit: int = 0) -> np.ndarray:
     """float64 ``(N, len(wanted))``: numeric columns of a CSV/TSV, one row per non-empty
     ``column`` cell (the rows ``read_sequences`` keeps); empty cells are NaN."""
-    if not isinstance(path, (str, os.PathLike)) or str(path).startswith("moses:"):
+    if not isinstance(path, (str, os.PathLike)) or is_moses(str(path)):
         raise SeqvaeError(f"col:{wanted[0]}: column properties need a .csv or .tsv file of "
                           f"molecules, not {path if isinstance(path, str) else 'a list'}")
     path = os.fspath(path)

@@ -8,7 +8,6 @@ runs the reconstruction protocol of Kusner et al. 2017 (``reconstruction``), and
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
@@ -17,18 +16,20 @@ import numpy as np
 from seqvae import inference
 from seqvae.config import EVALUATE_QUALITY_SEQUENCES, EVALUATE_RECON_MOLECULES
 from seqvae.data import chemistry
+from seqvae.data.moses import is_moses
 from seqvae.data.preparation import encode_texts
 from seqvae.data.sources import random_rows, read_sequences
 from seqvae.errors import SeqvaeError
-from seqvae.evaluation import moses_metrics
+from seqvae.evaluation import molecules, moses_metrics, references
 from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
 from seqvae.evaluation.vae_quality import posterior_and_bounds
-from seqvae.training.rundir import Run, load_run
+from seqvae.run import Run, load_run
+from seqvae.messages import note
 
 
 def print_to_stderr(line: str) -> None:
     """The default progress callback: one ``seqvae evaluate:`` line on stderr."""
-    print(f"seqvae evaluate: {line}", file=sys.stderr, flush=True)
+    note(f"seqvae evaluate: {line}")
 
 
 # --- the whole evaluation ------------------------------------------------------------------------
@@ -49,8 +50,8 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
     ``"default"`` references are MOSES's own splits (statistics from the user cache).
     """
     missing = [name for name, ref in (("Test", test), ("TestSF", test_scaffolds)) if ref is None]
-    no_bits = np.zeros((0, moses_metrics.FINGERPRINT_BITS // 8), np.uint8)
-    empty = moses_metrics.ReferenceStats(0, no_bits, {}, {})
+    no_bits = np.zeros((0, molecules.FINGERPRINT_BITS // 8), np.uint8)
+    empty = references.ReferenceStats(0, no_bits, {}, {})
     size = len(samples)
     k = tuple(s for s in (1000, 10000) if s <= size) or (size,)
     found: list[str] = []
@@ -70,7 +71,7 @@ def _generation_metrics(samples: list[str], train, test, test_scaffolds, include
             notes.append(f"FCD/{name}, SNN/{name}, Frag/{name}, Scaf/{name} not computed: "
                          f"no {argument} set given")
     if "Test" in missing:
-        values.update(dict.fromkeys(moses_metrics.PROPERTY_NAMES))
+        values.update(dict.fromkeys(molecules.PROPERTY_NAMES))
         notes.append("logP, SA, QED, weight (Wasserstein distances to test) not computed: "
                      "no test set given")
     if train is None:
@@ -136,7 +137,7 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     run = load_run(run_dir)
     notes: list[str] = []
     molecules = run.codec.molecules
-    moses_run = str(run.info.get("data_source", "")).startswith("moses:")
+    moses_run = is_moses(run.info.get("data_source"))
     sets, references = _reference_sets(run, test, test_scaffolds, train, moses_run)
     walls["load"] = time.monotonic() - started
 
@@ -241,7 +242,7 @@ def _property_metrics(run: Run, held_out: list[str], report, notes: list[str],
     None without a head. With ``source`` (a path or ``moses:SPLIT`` whose first ``limit``
     sequences ``held_out`` holds, less those the run cannot encode), the RDKit properties are
     read from the run's property cache (``RUN/properties/``) or computed into it."""
-    from seqvae.training.property_fit import has_head, head_metrics, load_head
+    from seqvae.property_fit import has_head, head_metrics, load_head
 
     if not held_out or not has_head(run):
         return None

@@ -15,7 +15,7 @@ import numpy as np
 from seqvae.data import chemistry
 from seqvae.data.tokenizers import SmilesTokenizer
 from seqvae.errors import SeqvaeError
-from seqvae.evaluation.moses_metrics import MissingExtraError
+from seqvae.evaluation.chemnet import MissingExtraError
 from seqvae.files import atomic_path
 
 _MATPLOTLIB_HINT = "pip install matplotlib (or pip install 'seqvae[report]')"

@@ -12,7 +12,7 @@ from seqvae.data.preparation import ids_to_texts
 from seqvae.errors import SeqvaeError
 from seqvae.evaluation.vae_quality import standard_error
 from seqvae.model import randomness
-from seqvae.training.rundir import Run
+from seqvae.run import Run
 
 
 def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodings: int = 10,
@@ -48,8 +48,8 @@ def reconstruction_protocol(run: Run, data, *, n_molecules: int = 1000, n_encodi
     count = len(ids)
     mean, log_var = inference.encode_batches(run, ids)
     base = randomness.as_seed(seed)
-    encodings = [mean + np.exp(0.5 * log_var) * randomness.normal(
-        mean.shape, randomness.fold_in(base, e)).numpy() for e in range(n_encodings)]
+    encodings = [randomness.reparametrize(mean, log_var, randomness.normal(
+        mean.shape, randomness.fold_in(base, e)).numpy()) for e in range(n_encodings)]
     z = np.tile(np.concatenate(encodings), (n_decodings, 1))  # row (d * E + e) * N + i
     decoded = inference.decode(run, z, greedy=False, seed=seed, grammar=grammar)
 

@@ -1,8 +1,8 @@
 """The on-disk cache of reference-set statistics: computed once, loaded in a fraction of a second.
 
-``moses_metrics.reference_stats`` fingerprints, fragments and scores every molecule of a reference
-set (MOSES's test split: 176k molecules, minutes of CPU); this module keeps the result between
-processes. Layout::
+``seqvae.evaluation.references.reference_stats`` fingerprints, fragments and scores every
+molecule of a reference set (MOSES's test split: 176k molecules, minutes of CPU); this module
+keeps the result between processes. Layout::
 
     CACHE_DIR/reference_stats/KEY/
       base.npz         fingerprints, fragment and scaffold counts
@@ -11,8 +11,9 @@ processes. Layout::
       moses_fcd.npz    the same, taken from MOSES's own precomputed file (MOSES's default splits)
 
 ``CACHE_DIR`` is ``$SEQVAE_CACHE_DIR``, else ``$XDG_CACHE_HOME/seqvae``, else ``~/.cache/seqvae``.
-``KEY`` hashes the reference's content together with the code that computes the statistics (the
-source of the functions in ``moses_metrics.STATISTICS_CODE`` and the bytes of ``chemistry.py``),
+``KEY`` (``references.reference_key``) hashes the reference's content together with the code that
+computes the statistics (the source of the functions in ``references.STATISTICS_CODE`` and the
+bytes of ``chemistry.py``),
 the RDKit version and this file format, so changing either the set or that code gives a new key,
 never a stale hit.
 
@@ -26,7 +27,6 @@ that does not load (truncated, from a foreign tool) counts as missing and is rec
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -46,37 +46,6 @@ def cache_dir() -> str:
         return os.path.abspath(os.path.expanduser(os.environ[CACHE_ENV]))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(os.path.abspath(base), "seqvae")
-
-
-def _code_version() -> str:
-    """Hash of what defines the statistics: the functions that compute them
-    (``moses_metrics.STATISTICS_CODE``), the chemistry module, the fingerprint size and RDKit's
-    version."""
-    import inspect
-
-    import rdkit
-
-    from seqvae.data import chemistry
-    from seqvae.evaluation import moses_metrics
-
-    digest = hashlib.sha256(f"format {FORMAT_VERSION}\nrdkit {rdkit.__version__}\nmorgan "
-                            f"{moses_metrics.FINGERPRINT_RADIUS} {moses_metrics.FINGERPRINT_BITS}\n"
-                            .encode())
-    with open(chemistry.__file__, "rb") as source:
-        digest.update(source.read())
-    for function in moses_metrics.STATISTICS_CODE:
-        digest.update(inspect.getsource(function).encode())
-    return digest.hexdigest()
-
-
-def reference_key(texts: Sequence[str]) -> str:
-    """The cache key of a reference set: its content, in order, and the metric code's version."""
-    digest = hashlib.sha256(_code_version().encode())
-    digest.update(len(texts).to_bytes(8, "little"))
-    for text in texts:
-        digest.update(text.encode("utf-8", "surrogatepass"))
-        digest.update(b"\0")
-    return digest.hexdigest()[:32]
 
 
 def key_dir(key: str) -> str:

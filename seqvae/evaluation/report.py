@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from seqvae.errors import SeqvaeError
-from seqvae.evaluation.moses_metrics import MissingExtraError
+from seqvae.evaluation.chemnet import MissingExtraError
 from seqvae.evaluation.plots import (molecule_logp, plot_kl_per_dimension, plot_latent_map,
                                      plot_property_histograms, plot_training_curves)
 from seqvae.files import read_jsonl, write_json_atomic, write_text_atomic

@@ -93,7 +93,7 @@ def _use_matmul(gen_bits: np.ndarray, ref_bits: np.ndarray) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _cpu_bf16_flags() -> tuple[str, ...]:
-    from seqvae.training.precision import cpu_bf16_flags
+    from seqvae.model.precision import cpu_bf16_flags
 
     return cpu_bf16_flags()
 

@@ -15,19 +15,13 @@ import tensorflow as tf
 from seqvae import inference
 from seqvae.data.vocabulary import PAD_ID
 from seqvae.errors import SeqvaeError
-from seqvae.model import randomness
-from seqvae.training import objective
-from seqvae.training.rundir import Run
+from seqvae.model import likelihood, randomness
+from seqvae.run import Run
 
 ACTIVE_UNIT_THRESHOLD = 0.01  # Burda et al. 2016: a unit is active if Var_x(E[z_d | x]) > 0.01
 
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
-    top = np.max(values, axis=axis, keepdims=True)
-    return np.squeeze(top, axis) + np.log(np.sum(np.exp(values - top), axis=axis))
 
 
 def standard_error(values: np.ndarray) -> float:
@@ -49,7 +43,7 @@ def _batch_mutual_information(mean: np.ndarray, log_var: np.ndarray, z: np.ndarr
     # sum_d (z_id - mu_jd)^2 / var_jd as three matrix products instead of a (B, B, L) tensor
     squared = (z**2) @ precision.T - 2.0 * z @ (mean * precision).T + np.sum(mean**2 * precision, 1)
     log_density = -0.5 * (squared + np.sum(log_var, 1) + dims * _LOG_2PI)  # (B_z, B_x)
-    log_aggregate = _logsumexp(log_density, axis=1) - math.log(batch)
+    log_aggregate = tf.reduce_logsumexp(log_density, axis=1).numpy() - math.log(batch)
     return float(neg_entropy - np.mean(log_aggregate))
 
 
@@ -75,7 +69,7 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         grammar's masks (and a grammar-reading decoder's features) depend on ids only, so they
         are computed once for the K draws."""
         draws, batch = tf.shape(eps)[0], tf.shape(ids)[0]
-        z = tf.reshape(mean[None] + tf.exp(0.5 * log_var)[None] * eps, [-1, latent_dim])
+        z = tf.reshape(randomness.reparametrize(mean[None], log_var[None], eps), [-1, latent_dim])
         tiled = tf.tile(ids, [draws, 1])  # row k * B + i is ids[i]
         features = model.decoder_features(ids)
         if features is not None:
@@ -83,8 +77,8 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         logits = model.decoder(z, model.decoder_inputs(tiled), training=False, features=features)
         if softmax_grammar is not None:  # the run's distribution is the constrained softmax
             masks = softmax_grammar.teacher_forced_masks(ids, run.max_len)
-            logits = objective.constrained_logits(logits, tf.tile(masks, [draws, 1, 1]))
-        log_likelihood = tf.reshape(-objective.sequence_cross_entropy(tiled, logits),
+            logits = likelihood.constrained_logits(logits, tf.tile(masks, [draws, 1, 1]))
+        log_likelihood = tf.reshape(-likelihood.sequence_cross_entropy(tiled, logits),
                                     [draws, batch])
         log_prior = -0.5 * tf.reduce_sum(tf.square(z) + _LOG_2PI, axis=1)
         log_posterior = -0.5 * tf.reduce_sum(
@@ -105,11 +99,11 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
                            eps[:, i:i + rows]) for i in range(0, int(batch.shape[0]), rows)]
         log_likelihood = np.concatenate([p[0].numpy() for p in parts], axis=1).astype(np.float64)
         log_weights = log_likelihood + np.concatenate([p[1].numpy() for p in parts], axis=1)
-        first_z = (mean + tf.exp(0.5 * log_var) * eps[0]).numpy().astype(np.float64)
+        first_z = randomness.reparametrize(mean, log_var, eps[0]).numpy().astype(np.float64)
         # Batch of one with B rows: kl_per_dimension's batch mean leaves (B, L) per example.
-        kl.append(tf.reduce_sum(objective.kl_per_dimension(mean[None], log_var[None]), -1).numpy())
+        kl.append(tf.reduce_sum(likelihood.kl_per_dimension(mean[None], log_var[None]), -1).numpy())
         recon.append(-np.mean(log_likelihood, axis=0))  # the reconstruction term, averaged over K
-        nll_iw.append(math.log(iw_samples) - _logsumexp(log_weights, axis=0))
+        nll_iw.append(math.log(iw_samples) - tf.reduce_logsumexp(log_weights, axis=0).numpy())
         mi.append(_batch_mutual_information(mean.numpy().astype(np.float64),
                                             log_var.numpy().astype(np.float64), first_z))
         mi_weights.append(int(batch.shape[0]))
@@ -133,7 +127,7 @@ def posterior_and_bounds(run: Run, ids: np.ndarray, iw_samples: int, batch_size:
         "nll_iw_se": standard_error(nll_iw),
         "nll_iw_per_token": float(np.sum(nll_iw) / tokens),
         "perplexity_iw": float(np.exp(np.sum(nll_iw) / tokens)),
-        "kl_per_dimension": [float(v) for v in objective.kl_per_dimension(mean, log_var).numpy()],
+        "kl_per_dimension": [float(v) for v in likelihood.kl_per_dimension(mean, log_var).numpy()],
         "posterior_mean_variance": [float(v) for v in unit_variance],
         "active_units": int(np.sum(unit_variance > ACTIVE_UNIT_THRESHOLD)),
         "active_unit_threshold": ACTIVE_UNIT_THRESHOLD,

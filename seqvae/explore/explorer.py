@@ -18,10 +18,11 @@ import tensorflow as tf
 from seqvae import inference
 from seqvae.data.preparation import encode_texts, ids_to_texts
 from seqvae.errors import SeqvaeError
+from seqvae.model.decoding import check_sampling
 from seqvae.explore import molecules
 from seqvae.explore.latent_map import LatentMap
 from seqvae.explore.property_head import PropertyHead, default_objective
-from seqvae.training.rundir import Run
+from seqvae.run import Run
 
 MAX_TYPED = 300  # characters in a typed SMILES
 LIMITS = {"count": (1, 64), "steps": (2, 30), "samples": (1, 64), "optimise_steps": (1, 100)}
@@ -182,16 +183,18 @@ class Explorer:
                 "decoding": self.decoding_name(beam)}
 
     def sample(self, count: int = 12, temperature: float = 1.0, seed: int = 0) -> dict:
-        """``count`` molecules sampled from the prior at ``temperature`` (> 0), as ``seqvae
+        """``count`` molecules sampled from the prior at ``temperature`` (0: greedy), as ``seqvae
         sample`` draws them: by rejection under the grammar where the run does so
         (``inference.rejection_rounds``; each molecule mapped at the z it came from), else in
         one decode (under the grammar mask for SMILES runs). ``sampler`` names which."""
         count = _clamp(count, "samples")
         temperature = float(temperature)
-        if not temperature > 0:
-            raise SeqvaeError(f"the temperature must be > 0, got {temperature}")
+        check_sampling(temperature)
         z = inference.prior_draw(self.run, count, seed)  # the run's own prior
         rounds = inference.rejection_rounds(self.run)
+        if temperature == 0:  # greedy, as `seqvae sample --temperature 0`
+            return {"molecules": self.entries(inference.decode(self.run, z), z, None),
+                    "temperature": temperature, "seed": seed, "sampler": "greedy"}
         if rounds:  # as `seqvae sample`: from the model conditioned on the grammar
             # a rejected row's molecule comes from a new z: the map shows that one
             texts, z = inference.rejection_sample(self.run, z, rounds, temperature, seed=seed,

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import pickle
-import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,7 +16,8 @@ from seqvae import inference
 from seqvae.errors import SeqvaeError
 from seqvae.explore import molecules, projection
 from seqvae.files import atomic_path
-from seqvae.training.rundir import Run, checkpoint_dir
+from seqvae.run import Run, checkpoint_dir
+from seqvae.messages import note
 
 # Colour choices every map has, as (key, label); ``properties`` holds one array per key.
 COLOURS = tuple((key, label) for key, label, _ in molecules.PROPERTIES) + (("length", "length (tokens)"),)
@@ -46,7 +46,7 @@ class LatentMap:
 
 
 def _stderr(line: str) -> None:
-    print(f"seqvae explore: {line}", file=sys.stderr, flush=True)
+    note(f"seqvae explore: {line}")
 
 
 def cache_key(run: Run, source: str, n: int, method: str) -> str:
@@ -70,7 +70,7 @@ def build_map(run: Run, source="moses:test", n: int = 5000, method: str = "pca",
     (a run directory that cannot be written is used without the cache, with a note).
     """
     if n < 2:
-        raise SeqvaeError(f"--n must be at least 2 (the map needs points), got {n}")
+        raise SeqvaeError(f"the map needs at least 2 molecules (n), got {n}")
     if method not in projection.METHODS:
         raise SeqvaeError(f"unknown projection {method!r}; choose one of {', '.join(projection.METHODS)}")
     if method == "umap":

@@ -107,7 +107,7 @@ def require_umap():
     except ImportError:
         umap = None
     if not hasattr(umap, "UMAP"):  # also a leftover folder that imports as an empty namespace
-        raise SeqvaeError("--projection umap needs umap-learn: pip install umap-learn")
+        raise SeqvaeError("the umap projection needs umap-learn: pip install umap-learn")
     return umap
 
 

@@ -7,13 +7,13 @@ with ``train --properties``): a "predicted" map colour per property and the Opti
 
 from __future__ import annotations
 
-import sys
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from seqvae.errors import SeqvaeError
-from seqvae.training.rundir import Run
+from seqvae.run import Run
+from seqvae.messages import note
 
 # The property the Optimise panel starts with: the first of these the head predicts (else its
 # first), the benchmark's objectives before plain logP.
@@ -44,7 +44,7 @@ def default_objective(names: Sequence[str]) -> str:
 
 
 class FittedPropertyHead:
-    """``PropertyHead`` of a ``seqvae.training.property_fit.FittedHead``: normalised gradient
+    """``PropertyHead`` of a ``seqvae.property_fit.FittedHead``: normalised gradient
     steps of ``step_size`` on its prediction, never farther than ``trust_radius`` from the start
     (``seqvae optimize``'s defaults). The gradient is compiled once for all properties and both
     directions (the chosen one is a weight vector), so it is traced once, at start-up."""
@@ -83,12 +83,12 @@ def find_property_head(run: Run) -> PropertyHead | None:
     head = getattr(run, "property_head", None)
     if head is not None:
         return head if isinstance(head, PropertyHead) else None
-    from seqvae.training.property_fit import has_head, load_head
+    from seqvae.property_fit import has_head, load_head
 
     if not has_head(run):
         return None
     try:
         return FittedPropertyHead(load_head(run))
     except SeqvaeError as error:
-        print(f"seqvae explore: no Optimise panel: {error}", file=sys.stderr, flush=True)
+        note(f"seqvae explore: no Optimise panel: {error}")
         return None

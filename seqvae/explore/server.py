@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 import socket
-import sys
 
 from seqvae.errors import SeqvaeError
+from seqvae.messages import note
 
 
 def check_port(host: str, port: int) -> None:
     """A one-line error when ``host:port`` cannot be bound (in use, or not an address here)."""
     if not 0 < port < 65536:
-        raise SeqvaeError(f"--port must be from 1 to 65535, got {port}")
+        raise SeqvaeError(f"the port must be from 1 to 65535, got {port}")
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -33,7 +33,7 @@ def serve(run_dir: str, molecules="moses:test", n: int = 5000, port: int = 8050,
     from seqvae.explore.explorer import Explorer
     from seqvae.explore.latent_map import build_map
     from seqvae.explore.property_head import find_property_head
-    from seqvae.training.rundir import load_run, read_run_files
+    from seqvae.run import load_run, read_run_files
 
     require_dash()  # these checks before the minutes of loading, not after
     read_run_files(run_dir)
@@ -57,4 +57,4 @@ def serve(run_dir: str, molecules="moses:test", n: int = 5000, port: int = 8050,
 
 
 def _note(line: str) -> None:
-    print(f"seqvae explore: {line}", file=sys.stderr, flush=True)
+    note(f"seqvae explore: {line}")

@@ -53,7 +53,7 @@ class Decoder(BuiltOnFirstCall, keras.Model):
         self.uses_init = config.z_conditioning in ("init", "both")
         self.uses_concat = config.z_conditioning in ("concat", "both") or (
             config.decoder_input == "latent_only")
-        from seqvae.model.grammar import FEATURE_DIM
+        from seqvae.model.smiles_tokens import FEATURE_DIM
 
         self.feature_dim = FEATURE_DIM if config.grammar_features else 0
         self.grammar = None  # set by whoever builds a grammar_features model (its SMILES grammar)

@@ -35,6 +35,15 @@ def filter_logits(logits: tf.Tensor, temperature: float | tf.Tensor = 1.0,
     return logits
 
 
+def check_sampling(temperature, top_k: int = 0) -> None:
+    """The one check of sampling settings (the command line, the explorer and the decoding loop
+    call it): a temperature >= 0 (0 = greedy) and a top-k >= 0 (0 = off); tensors pass."""
+    if isinstance(temperature, (int, float)) and not temperature >= 0:
+        raise SeqvaeError(f"the sampling temperature must be >= 0 (0 = greedy), got {temperature}")
+    if isinstance(top_k, int) and top_k < 0:
+        raise SeqvaeError(f"top_k must be >= 0 (0 = off), got {top_k}")
+
+
 def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_len: int,
                 start_id: int, eos_id: int, pad_id: int = PAD_ID, greedy: bool = False,
                 temperature: float | tf.Tensor = 1.0, top_k: int = 0,
@@ -64,10 +73,7 @@ def decode_loop(step_fn: StepFn, state: Any, batch_size: tf.Tensor | int, max_le
       int32 ``(B, max_len)``: the tokens, ``<eos>`` included, ``<pad>`` after it; with
       ``stop_fn``, also bool ``(B,)``: the rows it stopped.
     """
-    if isinstance(temperature, (int, float)) and not temperature >= 0:
-        raise SeqvaeError(f"the sampling temperature must be >= 0 (0 = greedy), got {temperature}")
-    if top_k and top_k < 0:
-        raise SeqvaeError(f"top_k must be >= 0 (0 = off), got {top_k}")
+    check_sampling(temperature, top_k)
     greedy = greedy or (isinstance(temperature, (int, float)) and temperature == 0)
     if seed is None:
         seed = tf.constant([0, 0], tf.int32)

@@ -25,91 +25,21 @@ partial SMILES.
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from seqvae.data.vocabulary import BOS_ID, EOS_ID
 
-# Token classes (the previous-token state uses START..END).
-START, ATOM, BOND, OPEN, CLOSE, RING, DOT, END, OTHER, SPECIAL = range(10)
-NUM_CLASSES = SPECIAL + 1
-
-_BOND_ORDERS = {"-": 1, "=": 2, "#": 3, "$": 4, ":": 1, "/": 1, "\\": 1}
-# Largest valence of each element (bond-order units); generous where RDKit allows several.
-_MAX_VALENCE = {
-    "H": 1, "He": 0, "Li": 1, "Be": 2, "B": 3, "C": 4, "N": 3, "O": 2, "F": 1, "Na": 1, "Mg": 2,
-    "Al": 3, "Si": 4, "P": 7, "S": 6, "Cl": 1, "K": 1, "Ca": 2, "Ge": 4, "As": 5, "Se": 6,
-    "Br": 1, "Sn": 4, "Sb": 5, "Te": 6, "I": 5, "Xe": 8, "*": 8,
-}
-# Aromatic atoms: implicit aromatic bonds count 1 unit each (c: 3 ring bonds, or 2 and a =O).
-_AROMATIC_VALENCE = {"b": 3, "c": 4, "n": 3, "o": 2, "p": 4, "s": 4, "se": 4, "te": 4, "as": 4}
-_ORGANIC = {"B", "C", "N", "O", "P", "S", "F", "Cl", "Br", "I", "*", "b", "c", "n", "o", "p", "s"}
-_BRACKET = re.compile(r"\[(\d*)(\*|[A-Z][a-z]?|[a-z][a-z]?)(@[A-Z]{2}\d+|@*)(H\d*)?([+-]+\d*)?"
-                      r"(:\d+)?\]")
-_RING_LABEL = re.compile(r"%\d\d|\d")
-_UNKNOWN_VALENCE = 8
-
-
-def atom_valence(token: str) -> int | None:
-    """Bond-order units an atom token can hold (its hydrogens subtracted), or None if not an atom.
-
-    >>> atom_valence("C"), atom_valence("[nH]"), atom_valence("[N+]"), atom_valence("Cl")
-    (4, 2, 4, 1)
-    """
-    if token in _ORGANIC:
-        return _AROMATIC_VALENCE.get(token, _MAX_VALENCE.get(token, _UNKNOWN_VALENCE))
-    match = _BRACKET.fullmatch(token)
-    if not match:
-        return None
-    _, symbol, _, hydrogens, charge, _ = match.groups()
-    base = _AROMATIC_VALENCE.get(symbol) if symbol.islower() else _MAX_VALENCE.get(symbol)
-    base = _UNKNOWN_VALENCE if base is None else base
-    h_count = 0 if not hydrogens else int(hydrogens[1:] or 1)
-    charge_size = 0
-    if charge:
-        digits = charge.lstrip("+-")
-        charge_size = int(digits) if digits else len(charge)
-    # A charge can raise the valence (N+ 4, B- 4) or lower it (O- 1): count it up (generous).
-    return max(base + charge_size - h_count, 0)
-
-
-def token_class(token: str) -> int:
-    """The grammar class of one vocabulary token."""
-    if token in ("<pad>", "<bos>", "<unk>"):
-        return SPECIAL
-    if token == "<eos>":
-        return END
-    if atom_valence(token) is not None:
-        return ATOM
-    if token in _BOND_ORDERS:
-        return BOND
-    if token == "(":
-        return OPEN
-    if token == ")":
-        return CLOSE
-    if _RING_LABEL.fullmatch(token):
-        return RING
-    if token == ".":
-        return DOT
-    return OTHER
-
-
-# The decoder's view of the state (``SmilesGrammar.features``): the previous token's class
-# (one-hot, START..SPECIAL), then six scaled counts.
-FEATURE_DIM = NUM_CLASSES + 6
-
-# Decoding batches from this many rows on run the state machine under XLA
-# (``SmilesGrammar.masked_step_fn``).
-COMPILED_MIN_ROWS = 256
+from seqvae.model.grammar_decoding import GrammarDecoding
+from seqvae.model.grammar_sequences import GrammarAlongSequences
+from seqvae.model.smiles_tokens import (ATOM, BOND, BOND_ORDERS, CLOSE, DOT, END, OPEN, RING,
+                                        RING_LABEL, SPECIAL, START, atom_valence, token_class)
 
 
 @dataclass(frozen=True)
-class SmilesGrammar:
+class SmilesGrammar(GrammarDecoding, GrammarAlongSequences):
     """Per-token tables (numpy, ``(V,)``) of a SMILES vocabulary, and the state machine over them.
 
     Build with ``SmilesGrammar.from_tokens(vocab.tokens)``.
@@ -126,8 +56,8 @@ class SmilesGrammar:
     def from_tokens(cls, tokens: Sequence[str], max_depth: int = 12) -> "SmilesGrammar":
         classes = np.array([token_class(t) for t in tokens], np.int32)
         valence = np.array([atom_valence(t) or 0 for t in tokens], np.int32)
-        bond_order = np.array([_BOND_ORDERS.get(t, 0) for t in tokens], np.int32)
-        labels = sorted({t for t in tokens if _RING_LABEL.fullmatch(t)})
+        bond_order = np.array([BOND_ORDERS.get(t, 0) for t in tokens], np.int32)
+        labels = sorted({t for t in tokens if RING_LABEL.fullmatch(t)})
         ring_label = np.array([labels.index(t) if t in labels else -1 for t in tokens], np.int32)
         return cls(classes, valence, bond_order, ring_label, max(len(labels), 1), max_depth)
 
@@ -345,263 +275,7 @@ class SmilesGrammar:
         mask &= needed <= room
         return mask if tokens is None else mask[:, 0]
 
-    def masked_step_fn(self, step_fn, state: Any, batch_size: int | tf.Tensor,
-                       max_len: int, compiled: bool = False,
-                       reject: bool = False) -> tuple[Any, Any]:
-        """Wraps a decoding step function so that forbidden tokens get -inf logits.
-
-        With ``reject``, the logits stay as the model gives them and the step only advances the
-        grammar's state, the last member of its state, for ``rejection_check``: the decoding
-        loop stops a row at its first forbidden token (rejection sampling,
-        ``decoding.sample_from_z``).
-
-        Args:
-          step_fn: ``(tokens (B,), state) -> (logits (B, V), state)``.
-          state: its initial state.
-          batch_size: B.
-          max_len: the decoding length (the grammar keeps room to close what is open).
-          compiled: run the state machine's step (``update`` and ``allowed``: some hundred
-            small integer ops) as one XLA computation, its rows padded to B so that the
-            compacting loop's shrinking batch compiles once (5-7x faster a step than the plain
-            graph, the same masks: ``bench/grammar_step_cost.py``). False keeps plain graph ops
-            (the exported SavedModel: it then runs where TensorFlow has no XLA JIT).
-
-        Returns:
-          ``(step_fn, state)`` for ``decode_loop``: the state pairs the inner state with the
-          grammar's (all batch-major, so the compacting loop can drop finished rows; with
-          ``compiled`` and no ``reject`` the grammar's fields are packed into one int32
-          matrix, ``_pack``).
-        """
-        if reject:
-            def advance(tokens, pair):
-                logits, inner = step_fn(tokens, pair[0])
-                return logits, (inner, self.update(pair[1], tokens))
-
-            return advance, (state, self.initial_state(batch_size))
-        initial, grammar_step, _ = self.stepper(batch_size, max_len, compiled)
-
-        def step(tokens, pair):
-            inner, grammar_state = pair
-            grammar_state, allowed = grammar_step(grammar_state, tokens)
-            logits, inner = step_fn(tokens, inner)
-            logits = tf.where(allowed, logits, tf.constant(-1e9, logits.dtype))
-            return logits, (inner, grammar_state)
-
-        return step, (state, initial)
-
-    @staticmethod
-    def mask_from_state(step_fn, state: Any) -> tuple[Any, Any]:
-        """``masked_step_fn`` for a step function that runs this grammar's ``stepper`` itself
-        and keeps the tokens allowed next as the last member of its state (the decoder that
-        reads the grammar, ``decoding.decoder_step_fn``): one state machine, not two."""
-        def step(tokens, inner):
-            logits, inner = step_fn(tokens, inner)
-            return tf.where(inner[-1], logits, tf.constant(-1e9, logits.dtype)), inner
-
-        return step, state
-
-    def rejection_check(self, batch_size: int | tf.Tensor, max_len: int,
-                        compiled: bool = False) -> Callable[[tf.Tensor, Any], tf.Tensor]:
-        """The ``stop_fn`` of rejection decoding: ``(chosen int32 (B,), state) -> bool (B,)``,
-        whether each row's drawn token is one the grammar forbids, for a decoding state whose
-        last member is the grammar's state after the tokens before it (``masked_step_fn(...,
-        reject=True)``, or the decoder that reads the grammar, ``decoding.decoder_step_fn``).
-
-        It asks ``allowed`` about each row's own token, not the whole vocabulary: a dead end
-        allows nothing, so it rejects what ``first_violation`` rejects. In plain ops a step of
-        ``update`` and this check costs about half the full mask's; ``compiled`` runs the check
-        under XLA (``_under_xla``), about as fast as the compiled mask
-        (``bench/grammar_step_cost.py``).
-        """
-        def check(state, tokens):
-            return self.allowed(state, max_len, tokens=tokens)
-
-        if compiled:
-            check = self._under_xla(check, batch_size)
-        return lambda chosen, state: ~check(state[-1], chosen)
-
-    def stepper(self, batch_size: int | tf.Tensor, max_len: int,
-                compiled: bool = False) -> tuple[Any, Callable, Callable]:
-        """The state machine as masked decoding steps it: ``(initial state, step(state, tokens
-        (B,)) -> (state, allowed bool (B, V)), fields(state) -> the state's dict)``.
-
-        ``compiled``: under XLA on a packed state (``_step`` through ``_under_xla``).
-        """
-        if compiled:  # the state as one int32 matrix: one op to pad, drop or gather rows
-            def packed_step(packed, tokens):
-                state, allowed = self._step(self._unpack(packed), tokens, max_len)
-                return self._pack(state), allowed
-
-            return (self._pack(self.initial_state(batch_size)),
-                    self._under_xla(packed_step, batch_size), self._unpack)
-        return (self.initial_state(batch_size), functools.partial(self._step, max_len=max_len),
-                lambda s: s)
-
-    def _pack(self, state: dict[str, tf.Tensor]) -> tf.Tensor:
-        """The state as one int32 matrix ``(B, S)``: its fields side by side, in order."""
-        return tf.concat([v[:, None] if v.shape.rank == 1 else v for v in state.values()], axis=1)
-
-    def _unpack(self, packed: tf.Tensor) -> dict[str, tf.Tensor]:
-        """``_pack``'s inverse."""
-        state, column = {}, 0
-        for name, value in self.initial_state(1).items():
-            if value.shape.rank == 1:
-                state[name] = packed[:, column]
-                column += 1
-            else:
-                state[name] = packed[:, column:column + value.shape[1]]
-                column += value.shape[1]
-        return state
-
-    def _step(self, state: dict[str, tf.Tensor], tokens: tf.Tensor,
-              max_len: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-        """One masked decoding step of the state machine: the state after ``tokens (B,)`` and
-        the tokens allowed next, bool ``(B, V)``.
-
-        A row with nothing allowed (a dead end the mask did not see coming: length or valence)
-        may only emit ``<eos>``: it ends there and its text is counted invalid, not filled with
-        garbage.
-        """
-        state = self.update(state, tokens)
-        allowed = self.allowed(state, max_len)
-        stuck = ~tf.reduce_any(allowed, -1, keepdims=True)
-        return state, allowed | (stuck & tf.equal(tf.range(self.vocab_size), EOS_ID)[None, :])
-
-    @staticmethod
-    def _under_xla(function: Callable, batch_size: int | tf.Tensor) -> Callable:
-        """``function(state, tokens (B,))`` (a nest of batch-major tensors in and out: some
-        hundred small integer ops) compiled by XLA, for any number of rows up to ``batch_size``.
-
-        XLA compiles once per input shape; the rows are padded to ``max(rows, B')``, B' the
-        power of two from ``batch_size`` up (beam search has more rows than B), and the padding
-        dropped again, so a decoding batch compiles once however its loop shrinks, and batches
-        of other sizes (a sample's last, rejection's later rounds) rarely compile again. Padded
-        rows are computed and thrown away: each row's state machine only reads its own row.
-        Batches of a known size under ``COMPILED_MIN_ROWS`` rows keep the plain ops: there
-        the compilation (about a second) costs more than the steps it saves. A batch whose size
-        is known only when it runs is always compiled: its caller picks plain ops for small
-        batches before the loop (``inference.decode_id_batches``), since a ``tf.cond`` at
-        every step costs about as much as the XLA computation saves.
-        """
-        compiled = tf.function(function, jit_compile=True, reduce_retracing=True,
-                               autograph=False)
-        bucket = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(batch_size, tf.float32))
-                                           / tf.math.log(2.0) - 1e-6), tf.int32)
-
-        def padded(state, tokens):
-            rows = tf.shape(tokens)[0]
-            padding = tf.maximum(rows, bucket) - rows
-
-            def pad(t):
-                return tf.pad(t, [[0, padding]] + [[0, 0]] * (t.shape.rank - 1))
-
-            out = compiled(tf.nest.map_structure(pad, state), pad(tokens))
-            return tf.nest.map_structure(lambda t: t[:rows], out)
-
-        def step(state, tokens):
-            static_batch = tf.get_static_value(batch_size)
-            if static_batch is not None and static_batch < COMPILED_MIN_ROWS:
-                return function(state, tokens)
-            if (static_batch is not None and tokens.shape[0] is not None
-                    and tokens.shape[0] >= static_batch):
-                return compiled(state, tokens)  # every row there (e.g. inside XLA): no padding
-            return padded(state, tokens)
-
-        return step
-
-    def features(self, state: dict[str, tf.Tensor], max_len: int | tf.Tensor) -> tf.Tensor:
-        """What the decoder reads of the state: float32 ``(B, FEATURE_DIM)``: the previous
-        token's class one-hot, then the open branches, the open ring labels, the pending bond's
-        order, whether a branch just closed, the valence left on the atom a bond would attach
-        to (each scaled by 1/4, clipped at 1) and the share of ``max_len`` left."""
-        def scaled(x, by=4.0):
-            return tf.minimum(tf.cast(x, tf.float32) / by, 1.0)
-
-        at_attach = tf.one_hot(state["attach"], self.max_depth, dtype=tf.int32)
-        current = tf.reduce_sum(at_attach * state["valence"], -1)
-        room = 1.0 - tf.cast(state["position"], tf.float32) / tf.cast(max_len, tf.float32)
-        return tf.concat([tf.one_hot(state["prev"], NUM_CLASSES, dtype=tf.float32),
-                          tf.stack([scaled(state["depth"]),
-                                    scaled(tf.reduce_sum(state["ring_open"], -1)),
-                                    scaled(state["pending"], 3.0),
-                                    scaled(state["after_close"], 1.0),
-                                    scaled(current), room], axis=1)], axis=1)
-
-    def teacher_forced_features(self, ids: tf.Tensor, max_len: int | tf.Tensor) -> tf.Tensor:
-        """``features`` before each target of known sequences ``ids (B, T)`` (after ``<bos>``
-        and the targets before it): float32 ``(B, T, FEATURE_DIM)``, what the decoder reads
-        at each teacher-forced step."""
-        return self._along_targets(ids, tf.float32,
-                                   lambda state, target: self.features(state, max_len))
-
-    def teacher_forced_masks(self, ids: tf.Tensor, max_len: int | tf.Tensor,
-                             include_targets: bool = True) -> tf.Tensor:
-        """The mask at every position of known sequences: what a constrained softmax keeps.
-
-        Args:
-          ids: int ``(B, T)`` targets (``<eos>`` then ``<pad>`` after each sequence).
-          max_len: the decoding length the masks keep room for (the run's ``max_len``).
-          include_targets: also allow each position's own target (see Returns); False gives
-            the grammar's masks alone.
-
-        Returns:
-          bool ``(B, T, V)``: at position t, the tokens the grammar allows after ``ids[:, :t]``,
-          and always ``ids[:, t]`` itself (padding, and a target the grammar would reject, keep
-          a finite likelihood).
-        """
-        def mask(state, target):
-            allowed = self.allowed(state, max_len)
-            if include_targets:
-                allowed = allowed | tf.cast(tf.one_hot(target, self.vocab_size, dtype=tf.int32),
-                                            tf.bool)
-            return allowed
-
-        return self._along_targets(ids, tf.bool, mask)
-
-    def _along_targets(self, ids: tf.Tensor, dtype: tf.DType, read) -> tf.Tensor:
-        """Walks the state machine along known sequences ``ids (B, T)`` (after ``<bos>``) and
-        stacks ``read(state, target)`` ``(B, ...)`` taken before each target -> ``(B, T, ...)``."""
-        ids = tf.cast(ids, tf.int32)
-        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
-        by_time = tf.transpose(ids)  # (T, B)
-        out = tf.TensorArray(dtype, size=length)
-        state = self.update(self.initial_state(batch), tf.fill([batch], BOS_ID))
-
-        def body(t, state, out):
-            target = by_time[t]
-            return t + 1, self.update(state, target), out.write(t, read(state, target))
-
-        _, _, out = tf.while_loop(lambda t, *_: t < length, body, (0, state, out))
-        return tf.transpose(out.stack(), [1, 0, 2])
-
-    def first_violation(self, ids: tf.Tensor) -> tf.Tensor:
-        """For token ids ``(B, T)`` (<eos> then <pad> after each sequence): the first position
-        whose token the mask forbids, or -1 where every token is allowed -> int32 ``(B,)``.
-
-        A ``tf.while_loop`` over the positions, as the samplers step (an unrolled Python loop
-        made a graph of some 20,000 ops for the demo's ``max_len``: 15 s to trace and slow to
-        run), asking ``allowed`` about each row's own token, as ``rejection_check`` does while
-        decoding (``inference.first_violations``, ``bench/grammar_coverage.py``)."""
-        ids = tf.cast(ids, tf.int32)
-        batch, length = tf.shape(ids)[0], ids.shape[1] or tf.shape(ids)[1]
-        by_time = tf.transpose(ids)  # (T, B)
-
-        def body(t, state, tokens, first):
-            state = self.update(state, tokens)
-            tokens = by_time[t]
-            ok = self.allowed(state, length, tokens=tokens)
-            ok = ok | tf.equal(state["prev"], END)
-            return t + 1, state, tokens, tf.where((first < 0) & ~ok, t, first)
-
-        _, _, _, first = tf.while_loop(
-            lambda t, *_: t < length, body,
-            (tf.constant(0), self.initial_state(batch), tf.fill([batch], BOS_ID),
-             tf.fill([batch], -1)))
-        return first
-
 
 def grammar_for(tokens: Sequence[str], tokenizer: str) -> SmilesGrammar | None:
     """The grammar of a run's vocabulary, or None when the run does not speak SMILES."""
     return SmilesGrammar.from_tokens(tokens) if tokenizer == "smiles" else None
-
-

@@ -4,7 +4,7 @@ Gómez-Bombarelli et al. (2018) train a property predictor on z jointly with the
 z is organised by the properties and gradients of the prediction point towards better
 molecules. The head is trained with ``property_loss`` (MSE on standardised targets) either
 jointly (``train.property_weight``) or afterwards on a trained run's encodings
-(``seqvae.training.property_fit``).
+(``seqvae.property_fit``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ ACTIVATIONS = ("tanh", "silu", "gelu", "relu")
 class PropertyHead(BuiltOnFirstCall, keras.Model):
     """``z (B, L) -> standardised properties (B, P)``: ``depth`` layers of ``width`` units and a
     linear output layer (the chemical VAE's predictor: depth 3, width 67, tanh; a head fitted
-    afterwards uses SiLU, ``seqvae.training.property_fit``)."""
+    afterwards uses SiLU, ``seqvae.property_fit``)."""
 
     def __init__(self, num_properties: int, depth: int = 3, width: int = 67,
                  activation: str = "tanh", **kwargs):

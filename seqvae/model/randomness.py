@@ -11,6 +11,7 @@ A seed is an int32 tensor of shape ``(2,)``.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 _GOLDEN = 0x9E3779B9
@@ -95,3 +96,12 @@ def categorical(logits: tf.Tensor, seed: tf.Tensor, rows: tf.Tensor | None = Non
         noise = tf.gather(uniform(tf.stack([total_rows, tf.shape(logits)[1]]), seed), rows)
     gumbel = -tf.math.log(-tf.math.log(noise * (1.0 - 2e-7) + 1e-7))
     return tf.argmax(tf.cast(logits, tf.float32) + gumbel, axis=-1, output_type=tf.int32)
+
+
+def reparametrize(mean, log_var, eps):
+    """``mean + exp(log_var / 2) * eps``: draws of N(mean, diag(exp(log_var))) from standard-normal
+    ``eps`` of the same shape (broadcast); in TensorFlow when any input is a tensor, else numpy.
+    The one place a posterior is sampled: the VAE's forward pass, the IW bound, reconstruction."""
+    if any(tf.is_tensor(x) for x in (mean, log_var, eps)):
+        return mean + tf.exp(0.5 * log_var) * eps
+    return mean + np.exp(0.5 * log_var) * eps

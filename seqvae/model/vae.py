@@ -78,7 +78,7 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
     def reparametrize(z_mean, z_log_var, seed):
         """``z = mean + exp(log_var / 2) * eps``, ``eps ~ N(0, I)`` drawn from the stateless seed."""
         eps = randomness.normal(tf.shape(z_mean), seed, dtype=z_mean.dtype)
-        return z_mean + tf.exp(0.5 * z_log_var) * eps
+        return randomness.reparametrize(z_mean, z_log_var, eps)
 
     def decoder_inputs(self, ids: tf.Tensor) -> tf.Tensor:
         """Teacher-forcing inputs: ``<bos>`` followed by ``ids`` shifted right by one."""
@@ -102,7 +102,7 @@ class SequenceVAE(BuiltOnFirstCall, keras.Model):
         if not sample_z:
             z = z_mean
         elif z_noise is not None:
-            z = z_mean + tf.exp(0.5 * z_log_var) * tf.cast(z_noise, z_mean.dtype)
+            z = randomness.reparametrize(z_mean, z_log_var, tf.cast(z_noise, z_mean.dtype))
         else:
             z = self.reparametrize(z_mean, z_log_var, randomness.fold_in(seed, 0))
         if decoder_inputs is None:

@@ -1,7 +1,4 @@
-"""Training: the objective and schedules (pure functions), the custom loop, its inputs,
-``tf.distribute``, the run directory and the gradient doctor."""
-
-from seqvae.training.loop import train
-from seqvae.training.rundir import load_run
-
-__all__ = ["train", "load_run"]
+"""Training: the objective and schedules (pure functions), the loop of a step and its hooks,
+its inputs, ``tf.distribute`` and the gradient doctor. Importing the package loads none of
+them: ``seqvae.training.loop.train`` trains; ``seqvae.workflows.train`` also keeps the prior
+and exports."""

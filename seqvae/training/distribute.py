@@ -40,7 +40,7 @@ def make_strategy(name: str, collective_timeout: float | None = None) -> tf.dist
         return tf.distribute.MirroredStrategy()
     if name == "multi-worker":
         if "TF_CONFIG" not in os.environ:
-            raise SeqvaeError("--strategy multi-worker needs TF_CONFIG (cluster and task) in the environment")
+            raise SeqvaeError("the multi-worker strategy needs TF_CONFIG (cluster and task) in the environment")
         try:
             json.loads(os.environ["TF_CONFIG"])
         except ValueError:

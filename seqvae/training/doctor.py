@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS, Config
 from seqvae.model.vae import SequenceVAE, precision_policy
-from seqvae.training.precision import resolve_precision
+from seqvae.model.precision import resolve_precision
 
 EXECUTIONS = ("eager", "tf.function", "xla")
 

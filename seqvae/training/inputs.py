@@ -13,6 +13,7 @@ from seqvae.data import batching
 from seqvae.data.preparation import PreparedData, prepare_data
 from seqvae.errors import SeqvaeError
 from seqvae.training import distribute as distribute_lib
+from seqvae.messages import note
 
 
 class InMemoryData:
@@ -137,7 +138,6 @@ def property_targets(prepared: PreparedData, config: Config, data, run_dir: str 
     "std"}`` for run.json. RDKit properties are computed on the rows' molecules; ``col:``
     properties are read from the source's columns, matched by line."""
     import os
-    import sys
 
     from seqvae.data import properties as props
     from seqvae.files import atomic_path
@@ -150,14 +150,14 @@ def property_targets(prepared: PreparedData, config: Config, data, run_dir: str 
             if saved["names"].tolist() == list(names) and len(saved["values"]) == len(prepared.ids):
                 values = saved["values"]
     if values is None:
-        print(f"seqvae: computing {', '.join(names)} for {len(prepared.ids)} molecules "
-              "(once; cached in the run directory)", file=sys.stderr, flush=True)
+        note(f"seqvae: computing {', '.join(names)} for {len(prepared.ids)} molecules "
+              "(once; cached in the run directory)")
         values = np.full((len(prepared.ids), len(names)), np.nan)
         computed = [j for j, name in enumerate(names) if not name.startswith(props.COLUMN_PREFIX)]
         if computed:
             values[:, computed] = props.rdkit_properties(
                 prepared.texts, [names[j] for j in computed],
-                progress=lambda line: print(f"seqvae: {line}", file=sys.stderr, flush=True))
+                progress=lambda line: note(f"seqvae: {line}"))
         columns = [j for j, name in enumerate(names) if name.startswith(props.COLUMN_PREFIX)]
         if columns:
             table = props.read_property_table(data, [names[j] for j in columns],
@@ -169,8 +169,8 @@ def property_targets(prepared: PreparedData, config: Config, data, run_dir: str 
                 np.savez(tmp, names=np.array(names), values=values)
     unknown = int(np.isnan(values).any(axis=1).sum())
     if unknown:
-        print(f"seqvae: {unknown} of {len(values)} training rows lack a property value (empty "
-              "cell); the head's loss skips those values", file=sys.stderr)
+        note(f"seqvae: {unknown} of {len(values)} training rows lack a property value (empty "
+              "cell); the head's loss skips those values")
     if stored:
         mean, std = np.array(stored["mean"]), np.array(stored["std"])
     else:

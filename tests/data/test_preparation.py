@@ -181,3 +181,27 @@ def test_limit_takes_the_first_lines_or_a_seeded_random_draw():
     assert again.line_numbers == drawn.line_numbers  # a resumed run reads the same molecules
     with pytest.raises(SeqvaeError, match="data.subset"):
         DataConfig(subset="last")
+
+
+@pytest.mark.slow
+def test_preparation_checks_molecules_on_every_core_with_progress(monkeypatch, capsys):
+    """Kekule conversion and the SMILES check run on worker processes for many molecules, with
+    a progress line (count, rate, time left) per chunk, and give what one process gives."""
+    from seqvae import parallel
+    from seqvae.config import DataConfig
+    from seqvae.data import preparation
+
+    texts = ["c1ccccc1O", "CCO", "C1=CC=CC=C1N", "bogus(", "CC(=O)Nc1ccc(O)cc1"] * 120
+    config = DataConfig(kekulize=True, validation_fraction=0.0)
+    alone = preparation.prepare_data(config, texts)
+    monkeypatch.setattr(preparation, "PARALLEL_MIN", 100)
+    monkeypatch.setattr(parallel, "worker_count", lambda: 2)
+    capsys.readouterr()
+    spread = preparation.prepare_data(config, texts)
+    err = capsys.readouterr().err
+    assert spread.texts == alone.texts and np.array_equal(spread.ids, alone.ids)
+    assert "preparing the data: Kekule SMILES: 600/600 molecules (2 processes, " in err
+    aromatic = preparation.prepare_data(DataConfig(validation_fraction=0.0), texts)
+    assert "preparing the data: checking SMILES: 600/600 molecules (2 processes, " in (
+        capsys.readouterr().err)
+    assert aromatic.skipped == 120

@@ -14,8 +14,8 @@ from seqvae.data.tokenizers import SmilesTokenizer, get_tokenizer
 from seqvae.data.vocabulary import Vocabulary
 from seqvae.errors import SeqvaeError
 from seqvae.files import read_jsonl
-from seqvae.training.loop import train
-from seqvae.training.rundir import load_run
+from seqvae.workflows import train  # training, then its aggregate prior
+from seqvae.run import load_run
 
 
 @pytest.mark.parametrize("name", ["smiles", "char", "word", "selfies"])

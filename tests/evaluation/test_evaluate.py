@@ -9,7 +9,7 @@ from conftest import SMILES, copy_run
 
 from seqvae import inference
 from seqvae.data.sources import Sequences
-from seqvae.evaluation import evaluate as ev
+from seqvae.evaluation import chemnet, evaluate as ev, metrics, references
 from seqvae.evaluation import moses_metrics
 
 # Held-out molecules written with the training set's tokens only.
@@ -62,7 +62,7 @@ def test_evaluate_end_to_end(run):
     with open(f"{report}/samples.smi") as handle:
         samples = handle.read().split("\n")[:-1]
     assert samples == inference.sample(run, 50, seed=0)  # the strings the metrics were computed on
-    assert moses_metrics.fraction_valid(samples) == pytest.approx(generation["valid"])
+    assert metrics.fraction_valid(samples) == pytest.approx(generation["valid"])
     stored = _strict_json(f"{report}/metrics.json")
     assert stored["vae_quality"]["nll_iw"] == pytest.approx(results["vae_quality"]["nll_iw"])
     for name in ("training_curves", "kl_per_dimension", "latent_map", "property_histograms"):
@@ -103,10 +103,10 @@ def test_evaluate_with_rejection_reports_what_the_grammar_rejected(run):
 
 def test_evaluate_notes_a_missing_fcd(run, monkeypatch):
     def missing():
-        raise moses_metrics.MissingExtraError("FCD needs the fcd extra (No module named 'fcd'); "
+        raise chemnet.MissingExtraError("FCD needs the fcd extra (No module named 'fcd'); "
                                         "pip install fcd")
 
-    monkeypatch.setattr(moses_metrics, "_import_fcd", missing)
+    monkeypatch.setattr(chemnet, "import_fcd", missing)
     results = ev.evaluate(run.run_dir, n_samples=20, test=TEST, test_scaffolds=TEST,
                           include_fcd=True, recon_molecules=0, quality_sequences=0, progress=None)
     assert results["generation"]["FCD/Test"] is None
@@ -117,8 +117,8 @@ def test_evaluate_notes_a_missing_fcd(run, monkeypatch):
 
 def test_missing_reference_hides_its_fcd_note(run, monkeypatch):
     """Only the given reference's FCD note is kept when FCD runs but yields no statistics."""
-    monkeypatch.setattr(moses_metrics, "_import_fcd", lambda: None)
-    monkeypatch.setattr(moses_metrics, "_chemnet_statistics", lambda smiles: (None, None))
+    monkeypatch.setattr(chemnet, "import_fcd", lambda: None)
+    monkeypatch.setattr(chemnet, "chemnet_statistics", lambda smiles: (None, None))
     notes = []
     values = ev._generation_metrics(inference.sample(run, 20), None, TEST, None, True, None, notes)
     assert values["FCD/Test"] is None and values["SNN/TestSF"] is None
@@ -135,9 +135,9 @@ def test_evaluate_moses_run_uses_the_moses_splits(run, monkeypatch):
 
     monkeypatch.setattr(ev, "read_sequences", read_split)
     monkeypatch.setattr(moses_metrics, "read_sequences", read_split)
-    monkeypatch.setattr(moses_metrics, "_default_reference",
+    monkeypatch.setattr(moses_metrics, "default_reference",
                         lambda split, include_fcd, include_properties, progress:
-                        moses_metrics.reference_stats(splits[split],
+                        references.reference_stats(splits[split],
                                                       include_properties=include_properties))
     results = ev.evaluate(run.run_dir, n_samples=20, include_fcd=False, iw_samples=2,
                           recon_molecules=2, quality_sequences=4, progress=None)
@@ -151,7 +151,7 @@ def test_evaluate_moses_run_uses_the_moses_splits(run, monkeypatch):
 def test_property_metrics_from_a_test_file_are_cached_and_equal_the_list_ones(run, tmp_path):
     """With a property head, evaluate reports its R²/MAE on the held-out molecules; given as a
     file, their RDKit values go to RUN/properties/ and are read from there the next time."""
-    from seqvae.training.property_fit import fit_properties
+    from seqvae.property_fit import fit_properties
 
     copy = copy_run(run.run_dir, tmp_path / "run")
     fit_properties(copy, "logp,qed", data=SMILES, limit=0, test=None, epochs=2)
@@ -182,7 +182,7 @@ def test_prior_hint_only_for_repeating_standard_prior_samples():
 def test_evaluate_a_decoder_that_reads_the_grammar(tmp_path):
     """Every part of evaluate on a ``model.grammar_features`` run (the demo's decoder): samples
     by rejection, the likelihood with the teacher-forced grammar state, reconstruction and
-    interpolation (session 27: the likelihood stopped on a missing input)."""
+    interpolation (earlier: the likelihood stopped on a missing input)."""
     from conftest import tiny_config
 
     from seqvae.training.loop import train

@@ -25,7 +25,7 @@ import warnings
 import pytest
 
 from seqvae.data import chemistry
-from seqvae.evaluation import moses_metrics
+from seqvae.evaluation import chemnet, metrics, moses_metrics
 
 FIXTURE_PATH = os.path.join(os.path.dirname(__file__), "fixtures", "moses_reference.json")
 with open(FIXTURE_PATH) as _file:
@@ -44,8 +44,8 @@ def _fcd_available() -> str | None:
     if not REFERENCE["fcd"]["computed"]:
         return "the fixture has no FCD values (see its 'fcd' entry)"
     try:
-        moses_metrics._import_fcd()
-    except moses_metrics.MissingExtraError as error:
+        chemnet.import_fcd()
+    except chemnet.MissingExtraError as error:
         return f"seqvae's FCD needs the optional fcd extra (fcd and torch): {error}"
     return None
 
@@ -124,7 +124,7 @@ def _unique_at(k):
     def compute():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # k=1000: fewer valid molecules, all used (as MOSES)
-            return moses_metrics.fraction_unique(_valid(), k=k)
+            return metrics.fraction_unique(_valid(), k=k)
 
     return compute
 
@@ -132,43 +132,43 @@ def _unique_at(k):
 FUNCTION_CASES = {
     # name: (seqvae's computation, MOSES's value)
     "fraction_valid(gen)": (
-        lambda: moses_metrics.fraction_valid(GEN), FUNCTIONS["fraction_valid(gen)"]
+        lambda: metrics.fraction_valid(GEN), FUNCTIONS["fraction_valid(gen)"]
     ),
     "fraction_unique(valid)": (
-        lambda: moses_metrics.fraction_unique(_valid()), FUNCTIONS["fraction_unique(valid)"]
+        lambda: metrics.fraction_unique(_valid()), FUNCTIONS["fraction_unique(valid)"]
     ),
     **{f"fraction_unique(valid, k={k})": (_unique_at(k), SUITE[f"unique@{k}"]) for k in K},
     "novelty(gen, train)": (
-        lambda: moses_metrics.novelty(GEN, TRAIN), FUNCTIONS["novelty(gen, train)"]
+        lambda: metrics.novelty(GEN, TRAIN), FUNCTIONS["novelty(gen, train)"]
     ),
-    "internal_diversity(gen)": (lambda: moses_metrics.internal_diversity(GEN), SUITE["IntDiv"]),
+    "internal_diversity(gen)": (lambda: metrics.internal_diversity(GEN), SUITE["IntDiv"]),
     "internal_diversity(gen, p=2)": (
-        lambda: moses_metrics.internal_diversity(GEN, p=2), SUITE["IntDiv2"]
+        lambda: metrics.internal_diversity(GEN, p=2), SUITE["IntDiv2"]
     ),
     # MOSES's standalone fraction_passes_filters counts invalid entries as failing; its
     # get_all_metrics passes it only the valid molecules. seqvae's function does the same.
     "fraction_passes_filters(gen)": (
-        lambda: moses_metrics.fraction_passes_filters(GEN),
+        lambda: metrics.fraction_passes_filters(GEN),
         FUNCTIONS["fraction_passes_filters(gen)"],
     ),
     "fraction_passes_filters(valid)": (
-        lambda: moses_metrics.fraction_passes_filters(_valid()), SUITE["Filters"]
+        lambda: metrics.fraction_passes_filters(_valid()), SUITE["Filters"]
     ),
 }
 for _name, _ref in _references().items():
     FUNCTION_CASES.update({
-        f"snn(gen, {_name})": (lambda ref=_ref: moses_metrics.snn(GEN, ref), SUITE[f"SNN/{_name}"]),
+        f"snn(gen, {_name})": (lambda ref=_ref: metrics.snn(GEN, ref), SUITE[f"SNN/{_name}"]),
         f"frag_similarity(gen, {_name})": (
-            lambda ref=_ref: moses_metrics.frag_similarity(GEN, ref), SUITE[f"Frag/{_name}"]
+            lambda ref=_ref: metrics.frag_similarity(GEN, ref), SUITE[f"Frag/{_name}"]
         ),
         f"scaffold_similarity(gen, {_name})": (
-            lambda ref=_ref: moses_metrics.scaffold_similarity(GEN, ref), SUITE[f"Scaf/{_name}"]
+            lambda ref=_ref: metrics.scaffold_similarity(GEN, ref), SUITE[f"Scaf/{_name}"]
         ),
-        f"fcd(gen, {_name})": (lambda ref=_ref: moses_metrics.fcd(GEN, ref), SUITE[f"FCD/{_name}"]),
+        f"fcd(gen, {_name})": (lambda ref=_ref: metrics.fcd(GEN, ref), SUITE[f"FCD/{_name}"]),
     })
 for _prop in ("logP", "SA", "QED", "weight"):  # MOSES: W1 of the valid gen against test
     FUNCTION_CASES[f"property_distance(gen, Test, {_prop!r})"] = (
-        lambda prop=_prop: moses_metrics.property_distance(GEN, TEST, prop), SUITE[_prop]
+        lambda prop=_prop: metrics.property_distance(GEN, TEST, prop), SUITE[_prop]
     )
 # FCD without the multi-fragment molecules (SMILES with "."): MOSES's fcd_torch ends the one-hot
 # encoding of a SMILES at its first "." (its end token), so ChemNet sees only the first fragment;
@@ -179,7 +179,7 @@ _SPLIT_NAMES = {"Test": "test", "TestSF": "test_scaffolds"}
 for _name, _ref in _references().items():
     _key = f"FCD(valid single-fragment, {_SPLIT_NAMES[_name]})"
     FUNCTION_CASES[f"fcd(single-fragment gen, {_name})"] = (
-        lambda ref=_ref: moses_metrics.fcd([s for s in _valid() if "." not in s], ref),
+        lambda ref=_ref: metrics.fcd([s for s in _valid() if "." not in s], ref),
         FUNCTIONS[_key],
     )
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from seqvae import parallel
-from seqvae.evaluation import moses_metrics, reference_cache
+from seqvae.evaluation import metrics, reference_cache, references
 
 REF = ["CCO", "c1ccccc1", "CCOC(=O)c1ccccc1", "c1ccc(Cc2ccccc2)cc1", "xx", "CCN", "c1ccc2ccccc2c1",
        "O=C(O)c1ccccc1O", "C1CCC2CCCCC2C1"]
@@ -19,7 +19,7 @@ def cache(monkeypatch, tmp_path):
     return tmp_path
 
 
-def _assert_same(a: moses_metrics.ReferenceStats, b: moses_metrics.ReferenceStats) -> None:
+def _assert_same(a: references.ReferenceStats, b: references.ReferenceStats) -> None:
     assert a.size == b.size
     np.testing.assert_array_equal(a.fingerprints, b.fingerprints)
     assert a.fragments == b.fragments and a.scaffolds == b.scaffolds
@@ -40,26 +40,26 @@ def test_cache_dir_precedence(monkeypatch, tmp_path):
 
 
 def test_key_follows_content_and_code(monkeypatch):
-    key = reference_cache.reference_key(REF)
-    assert reference_cache.reference_key(list(REF)) == key
-    assert reference_cache.reference_key(REF[::-1]) != key
-    assert reference_cache.reference_key(REF[:-1]) != key
-    assert reference_cache.reference_key(["CC", "O"]) != reference_cache.reference_key(["CCO"])
+    key = references.reference_key(REF)
+    assert references.reference_key(list(REF)) == key
+    assert references.reference_key(REF[::-1]) != key
+    assert references.reference_key(REF[:-1]) != key
+    assert references.reference_key(["CC", "O"]) != references.reference_key(["CCO"])
     monkeypatch.setattr(reference_cache, "FORMAT_VERSION", reference_cache.FORMAT_VERSION + 1)
-    assert reference_cache.reference_key(REF) != key
+    assert references.reference_key(REF) != key
     monkeypatch.undo()
-    assert reference_cache.reference_key(REF) == key
+    assert references.reference_key(REF) == key
     # the statistics' code is in the key; the metrics' arithmetic is not
-    assert moses_metrics._reference_features in moses_metrics.STATISTICS_CODE
-    assert moses_metrics._snn not in moses_metrics.STATISTICS_CODE
-    monkeypatch.setattr(moses_metrics, "STATISTICS_CODE",
-                        moses_metrics.STATISTICS_CODE[:-1] + (moses_metrics._snn,))
-    assert reference_cache.reference_key(REF) != key
+    assert references.reference_features in references.STATISTICS_CODE
+    assert metrics.snn_of not in references.STATISTICS_CODE
+    monkeypatch.setattr(references, "STATISTICS_CODE",
+                        references.STATISTICS_CODE[:-1] + (metrics.snn_of,))
+    assert references.reference_key(REF) != key
 
 
 def test_second_call_loads_without_computing(cache, monkeypatch):
-    first = moses_metrics.reference_stats(REF, include_properties=True)
-    _assert_same(first, moses_metrics.reference_stats(REF, include_properties=True, cache=False))
+    first = references.reference_stats(REF, include_properties=True)
+    _assert_same(first, references.reference_stats(REF, include_properties=True, cache=False))
     parts = sorted(p.name for p in cache.glob("reference_stats/*/*.npz"))
     assert parts == ["base.npz", "properties.npz"]
     for path in cache.glob("reference_stats/*/*.npz"):
@@ -69,41 +69,41 @@ def test_second_call_loads_without_computing(cache, monkeypatch):
     def no_computing(*args, **kwargs):
         raise AssertionError("recomputed a cached reference")
 
-    monkeypatch.setattr(moses_metrics, "_reference_features", no_computing)
+    monkeypatch.setattr(references, "reference_features", no_computing)
     lines = []
-    second = moses_metrics.reference_stats(REF, include_properties=True, progress=lines.append)
+    second = references.reference_stats(REF, include_properties=True, progress=lines.append)
     _assert_same(first, second)
     assert lines == [f"reference: {len(REF)} molecules, statistics from the cache"]
 
 
 def test_missing_part_is_added_and_corrupt_part_recomputed(cache):
-    base_only = moses_metrics.reference_stats(REF)
+    base_only = references.reference_stats(REF)
     assert base_only.properties is None
-    with_properties = moses_metrics.reference_stats(REF, include_properties=True)
+    with_properties = references.reference_stats(REF, include_properties=True)
     np.testing.assert_array_equal(with_properties.fingerprints, base_only.fingerprints)
     assert len(with_properties.properties["QED"]) == base_only.size == 8
     (base,) = cache.glob("reference_stats/*/base.npz")
     base.write_bytes(b"not a zip file")
-    again = moses_metrics.reference_stats(REF, include_properties=True)
+    again = references.reference_stats(REF, include_properties=True)
     _assert_same(again, with_properties)
     with np.load(base, allow_pickle=False) as arrays:
         assert arrays["fingerprints"].shape == (8, 128)
 
 
 def test_parallel_equals_serial(cache, monkeypatch):
-    serial = moses_metrics.reference_stats(REF * 3, include_properties=True, cache=False)
-    monkeypatch.setattr(moses_metrics, "_PARALLEL_MIN", 1)
+    serial = references.reference_stats(REF * 3, include_properties=True, cache=False)
+    monkeypatch.setattr(references, "_PARALLEL_MIN", 1)
     monkeypatch.setattr(parallel, "worker_count", lambda: 2)
     lines = []
-    on_cores = moses_metrics.reference_stats(REF * 3, include_properties=True, cache=False,
+    on_cores = references.reference_stats(REF * 3, include_properties=True, cache=False,
                                              progress=lines.append)
     _assert_same(serial, on_cores)
-    assert any("(2 processes)" in line for line in lines)
+    assert any("(2 processes, " in line for line in lines)
 
 
 def _fill(cache_dir: str, queue) -> None:
     os.environ["SEQVAE_CACHE_DIR"] = cache_dir
-    stats = moses_metrics.reference_stats(REF * 20, include_properties=True)
+    stats = references.reference_stats(REF * 20, include_properties=True)
     queue.put((stats.size, sorted(stats.fragments.items()), stats.properties["SA"].tolist()))
 
 
@@ -119,5 +119,5 @@ def test_two_processes_filling_at_once(cache):
         assert worker.exitcode == 0
     assert results[0] == results[1]
     assert not list(cache.glob("reference_stats/*/.tmp-*"))  # no temporary file left behind
-    loaded = moses_metrics.reference_stats(REF * 20, include_properties=True)
+    loaded = references.reference_stats(REF * 20, include_properties=True)
     assert loaded.size == results[0][0] and loaded.properties["SA"].tolist() == results[0][2]

@@ -12,7 +12,7 @@ import pytest
 from seqvae import inference
 from seqvae.data import chemistry
 from seqvae.errors import SeqvaeError
-from seqvae.evaluation import moses_metrics, plots, report
+from seqvae.evaluation import chemnet, plots, report
 from seqvae.files import read_jsonl
 
 TEST = ["CCCO", "CCN", "c1ccccc1C", "CC(=O)N", "OCCO", "CCCl"]
@@ -130,7 +130,7 @@ def test_write_report_files(run):
 def test_write_report_never_runs_the_model(run, monkeypatch):
     """The report writes what it is given: without encodings it notes the missing latent map
     instead of loading and running the model."""
-    import seqvae.training.rundir as rundir
+    import seqvae.run as rundir
 
     monkeypatch.setattr(rundir, "load_run", lambda *a: pytest.fail("the report loaded the run"))
     monkeypatch.setattr(inference, "encode", lambda *a, **k: pytest.fail("the report encoded"))
@@ -143,7 +143,7 @@ def test_write_report_never_runs_the_model(run, monkeypatch):
 
 def test_write_report_without_matplotlib_notes_it(run, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    with pytest.raises(moses_metrics.MissingExtraError, match="pip install matplotlib"):
+    with pytest.raises(chemnet.MissingExtraError, match="pip install matplotlib"):
         plots.plot_kl_per_dimension([1.0], str(tmp_path / "kl.png"))
     run_dir = tmp_path / "copy"
     (run_dir / "report").mkdir(parents=True)

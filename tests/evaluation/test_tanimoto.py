@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from seqvae.data import chemistry
-from seqvae.evaluation import moses_metrics, tanimoto
+from seqvae.evaluation import molecules, tanimoto
 from seqvae.evaluation.tanimoto import aggregate_tanimoto
 
 
@@ -24,7 +24,7 @@ def test_tanimoto_matches_rdkit_on_molecules():
     generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=1024)
     fps = [generator.GetFingerprint(m) for m in mols]
     expected = np.array([DataStructs.BulkTanimotoSimilarity(fp, fps) for fp in fps])
-    bits = moses_metrics._fingerprints(mols)
+    bits = molecules.fingerprints(mols)
     weights = np.full(len(mols), 1 / len(mols))
     mean = aggregate_tanimoto(bits, bits, agg="mean", ref_weights=weights)
     np.testing.assert_allclose(mean, expected.mean(1), atol=1e-6)

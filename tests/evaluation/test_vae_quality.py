@@ -73,7 +73,7 @@ def test_vae_quality_of_a_decoder_that_reads_the_grammar(tmp_path):
     from conftest import SMILES, tiny_config
 
     from seqvae.training.loop import train
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     config = tiny_config(grammar_features=True)
     run_dir = str(tmp_path / "features")

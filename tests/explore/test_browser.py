@@ -32,7 +32,7 @@ def _free_port() -> int:
 def server(tiny_run_dir, tmp_path_factory):
     """``seqvae explore`` in a subprocess, on a copy of the tiny run with a property head
     (logP, QED): (url, path of its log, the process)."""
-    from seqvae.training.property_fit import fit_properties
+    from seqvae.property_fit import fit_properties
 
     folder = tmp_path_factory.mktemp("explore")
     molecules = folder / "molecules.smi"

@@ -14,7 +14,7 @@ from seqvae.explore import latent_map as latent_map_lib
 from seqvae.explore.explorer import Explorer
 from seqvae.explore.property_head import (FittedPropertyHead, PropertyHead, default_objective,
                                           find_property_head)
-from seqvae.training.rundir import load_run
+from seqvae.run import load_run
 
 MOLECULES = list(dict.fromkeys(SMILES + HELD_OUT))
 
@@ -89,7 +89,7 @@ def test_a_map_that_cannot_be_cached_is_still_built(run, molecules_file, monkeyp
 
 
 def test_a_map_needs_two_molecules(run, tmp_path):
-    with pytest.raises(SeqvaeError, match="--n must be at least 2"):
+    with pytest.raises(SeqvaeError, match="needs at least 2 molecules"):
         latent_map_lib.build_map(run, "moses:test", n=1, progress=None)
     one = tmp_path / "one.smi"
     one.write_text("CCO\n")
@@ -141,11 +141,13 @@ def test_interpolation_runs_from_start_to_end(explorer):
         explorer.interpolate("CCO", "C1CC")
 
 
-def test_samples_are_seeded_and_need_a_positive_temperature(explorer):
+def test_samples_are_seeded_and_temperature_zero_is_greedy(explorer):
     first = explorer.sample(5, temperature=0.8, seed=1)
     assert len(first["molecules"]) == 5 and first == explorer.sample(5, temperature=0.8, seed=1)
-    with pytest.raises(SeqvaeError, match="temperature must be > 0"):
-        explorer.sample(5, temperature=0)
+    with pytest.raises(SeqvaeError, match="temperature must be >= 0"):
+        explorer.sample(5, temperature=-1)
+    greedy = explorer.sample(5, temperature=0)  # as `seqvae sample --temperature 0`
+    assert greedy["sampler"] == "greedy" and len(greedy["molecules"]) == 5
     assert first["sampler"] == "mask"  # the tiny run's default: model.rejection_rounds 0
 
 
@@ -255,7 +257,7 @@ def test_find_property_head_takes_the_runs_own_or_none(run):
 @pytest.fixture(scope="module")
 def run_with_head(tiny_run_dir, tmp_path_factory):
     """A copy of the tiny run with a property head (logP, QED) fitted on its training molecules."""
-    from seqvae.training.property_fit import fit_properties
+    from seqvae.property_fit import fit_properties
 
     copy = str(tmp_path_factory.mktemp("with-head") / "run")
     shutil.copytree(tiny_run_dir, copy)

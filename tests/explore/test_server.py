@@ -17,7 +17,7 @@ def test_a_port_in_use_is_a_one_line_error():
         port = taken.getsockname()[1]
         with pytest.raises(SeqvaeError, match=f"cannot listen on 127.0.0.1:{port}.*--port"):
             server.check_port("127.0.0.1", port)
-    with pytest.raises(SeqvaeError, match="--port must be from 1 to 65535"):
+    with pytest.raises(SeqvaeError, match="port must be from 1 to 65535"):
         server.check_port("127.0.0.1", 70000)
 
 

@@ -10,9 +10,10 @@ import tensorflow as tf
 from seqvae.data.tokenizers import SmilesTokenizer
 from seqvae.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from seqvae.model import decoding
-from seqvae.model import grammar as grammar_module
-from seqvae.model.grammar import (ATOM, BOND, CLOSE, END, OPEN, OTHER, RING, SmilesGrammar,
-                                  atom_valence, token_class)
+from seqvae.model import grammar_decoding
+from seqvae.model.grammar import SmilesGrammar
+from seqvae.model.smiles_tokens import (ATOM, BOND, CLOSE, END, OPEN, OTHER, RING, atom_valence,
+                                        token_class)
 
 VALID = [
     "CCO", "c1ccccc1", "CC(C)(C)C", "O=C(O)c1ccccc1N", "C1CC2CCC1C2", "C#N", "C=C/C=C/C",
@@ -177,7 +178,7 @@ def test_packed_state_round_trips():
 def test_compiled_mask_decodes_what_the_plain_mask_decodes(compact, in_graph, monkeypatch):
     """The XLA-compiled state machine (rows padded to B while the compacting loop shrinks
     the batch) gives the plain graph's masks, so the same samples; beam search too."""
-    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)  # (the default is 256)
+    monkeypatch.setattr(grammar_decoding, "COMPILED_MIN_ROWS", 2)  # (the default is 256)
     vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br", "c1ccccc1O"])
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
     max_len, batch = 24, 50
@@ -291,7 +292,7 @@ def test_rejection_decoding_stops_each_row_where_the_check_rejects_it(compact, c
     ``first_violation`` rejects in the unmasked decoding of the same seed, their ids are that
     decoding's up to the forbidden token, and the rows it keeps are the unmasked (and the
     masked) decoding's whole."""
-    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)  # (the default is 256)
+    monkeypatch.setattr(grammar_decoding, "COMPILED_MIN_ROWS", 2)  # (the default is 256)
     vocab = _vocab(["CC(=O)N", "C#N", "C1CC2CC1C2", "FC(Cl)Br", "c1ccccc1O"])
     grammar = SmilesGrammar.from_tokens(vocab.tokens)
     max_len, batch, seed = 24, 300, tf.constant([6, 1])

@@ -12,7 +12,8 @@ from seqvae.data.tokenizers import SmilesTokenizer
 from seqvae.data.vocabulary import BOS_ID, Vocabulary
 from seqvae.errors import SeqvaeError
 from seqvae.model import decoding
-from seqvae.model.grammar import ATOM, FEATURE_DIM, RING, SmilesGrammar
+from seqvae.model.grammar import SmilesGrammar
+from seqvae.model.smiles_tokens import ATOM, FEATURE_DIM, RING
 from seqvae.model.vae import SequenceVAE
 from seqvae.training import doctor
 from seqvae.training.objective import compute_losses
@@ -111,9 +112,9 @@ def test_one_state_machine_serves_the_features_and_the_mask(reject, compiled, mo
     """Decoding a features decoder under the mask (or by rejection) runs the grammar once, its
     stepper inside the decoder's step: the same ids as a second, separate state machine
     wrapped around it (``masked_step_fn``), plain or under XLA; beam search too."""
-    from seqvae.model import grammar as grammar_module
+    from seqvae.model import grammar_decoding
 
-    monkeypatch.setattr(grammar_module, "COMPILED_MIN_ROWS", 2)
+    monkeypatch.setattr(grammar_decoding, "COMPILED_MIN_ROWS", 2)
     vocab, grammar, ids = _setup()
     _, model = _model(vocab, grammar)
     z = tf.random.stateless_normal([40, model.config.latent_dim], [3, 4]) * 2.0

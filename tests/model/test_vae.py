@@ -53,7 +53,7 @@ def test_encoders_and_embeddings_get_gradients(encoder, extra):
 
 
 def test_one_compiled_step_changes_every_weight():
-    from seqvae.training.loop import build_training, make_train_step
+    from seqvae.training.steps import build_training, make_train_step
 
     config = tiny_config()
     model, optimizer, counters = build_training(config, 10, 12, 10)
@@ -129,7 +129,7 @@ def _overfit(decoder_input: str, steps: int = 300):
     config = dataclasses.replace(config, train=dataclasses.replace(
         config.train, kl_schedule="constant", kl_weight_end=1e-4, learning_rate=1e-2))
     ids = doctor.example_batch(vocab_size=10, max_len=8, batch_size=4, seed=3)
-    from seqvae.training.loop import build_training, make_train_step
+    from seqvae.training.steps import build_training, make_train_step
 
     model, optimizer, counters = build_training(config, 8, 10, steps)
     step = make_train_step(model, optimizer, config.train, steps, counters)

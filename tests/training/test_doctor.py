@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 from conftest import tiny_config
 
+from seqvae.model import likelihood
 from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS
 from seqvae.training import doctor, objective
 
@@ -70,9 +71,9 @@ def _custom_loop_loss(models, assign_into_variable):
                 outputs.append(previous)
         probabilities = (tf.convert_to_tensor(buffers["buffer"]) if assign_into_variable
                          else tf.stack(outputs, axis=1))
-        recon = objective.probability_cross_entropy(tf.one_hot(ids, model.vocab_size),
+        recon = likelihood.probability_cross_entropy(tf.one_hot(ids, model.vocab_size),
                                                     probabilities)
-        return {"loss": recon + 0.1 * objective.kl_divergence(z_mean, z_log_var)}
+        return {"loss": recon + 0.1 * likelihood.kl_divergence(z_mean, z_log_var)}
 
     return loss_fn
 
@@ -189,7 +190,7 @@ def test_example_inputs_are_real_molecules_for_smiles_runs_and_random_ids_otherw
 
 
 def test_a_fitted_property_head_gets_gradients_in_every_execution():
-    from seqvae.training.property_fit import fit_head
+    from seqvae.property_fit import fit_head
 
     rng = np.random.default_rng(0)
     head, mean, std, _ = fit_head(rng.standard_normal((64, 4)), rng.standard_normal((64, 2)),

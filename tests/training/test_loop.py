@@ -15,9 +15,10 @@ from seqvae.data.preparation import prepare_data
 from seqvae.errors import SeqvaeError
 from seqvae.files import read_jsonl
 from seqvae.training import doctor
-from seqvae.training.loop import build_training, train
+from seqvae.training.loop import train
+from seqvae.training.steps import build_training
 from seqvae.training.objective import compute_losses
-from seqvae.training.rundir import load_run
+from seqvae.run import load_run
 
 
 def test_compute_losses_same_in_eager_graph_and_xla():
@@ -88,7 +89,7 @@ def test_epoch_end_runs_validation(tmp_path, smiles):
 
 
 def test_second_process_on_the_same_run_dir_is_refused(tmp_path, smiles):
-    from seqvae.training.rundir import RunLock
+    from seqvae.run import RunLock
 
     run_dir = str(tmp_path / "run")
     os.makedirs(run_dir)
@@ -162,7 +163,7 @@ def test_property_weight_keeps_the_chemical_vae_balance_in_both_conventions(redu
 
 
 def test_replan_fits_the_rest_of_the_budget():
-    from seqvae.training.loop import _replan
+    from seqvae.training.hooks import replan as _replan
 
     config = tiny_config().train
     config = dataclasses.replace(config, time_budget=20.0)
@@ -227,7 +228,7 @@ def _strict_records(run_dir):
 
 
 def test_a_non_finite_step_changes_no_weight_and_no_optimizer_state():
-    from seqvae.training.loop import make_train_step
+    from seqvae.training.steps import make_train_step
 
     config = tiny_config()
     model, optimizer, counters = build_training(config, 10, 12, 100)
@@ -250,9 +251,9 @@ def test_a_non_finite_step_changes_no_weight_and_no_optimizer_state():
 
 def _nan_at(steps):
     """compute_losses whose loss is NaN at the given 1-based steps (the step being taken)."""
-    from seqvae.training import loop
+    from seqvae.training import steps as step_lib
 
-    original = loop.compute_losses
+    original = step_lib.compute_losses
 
     def poisoned(model, ids, step, *args, **kwargs):
         out = dict(original(model, ids, step, *args, **kwargs))
@@ -264,9 +265,9 @@ def _nan_at(steps):
 
 
 def test_nan_steps_are_skipped_counted_and_training_goes_on(tmp_path, smiles, monkeypatch):
-    from seqvae.training import loop
+    from seqvae.training import steps
 
-    monkeypatch.setattr(loop, "compute_losses", _nan_at([3, 4]))
+    monkeypatch.setattr(steps, "compute_losses", _nan_at([3, 4]))
     run_dir = str(tmp_path / "run")
     summary = train(with_train(tiny_config(), max_steps=8, epochs=5), run_dir, smiles)
     assert summary["steps"] == 8 and summary["skipped_nonfinite"] == 2
@@ -277,9 +278,9 @@ def test_nan_steps_are_skipped_counted_and_training_goes_on(tmp_path, smiles, mo
 
 
 def test_consecutive_nan_steps_stop_the_run_at_the_last_good_checkpoint(tmp_path, smiles, monkeypatch):
-    from seqvae.training import loop
+    from seqvae.training import steps
 
-    monkeypatch.setattr(loop, "compute_losses", _nan_at(list(range(6, 30))))
+    monkeypatch.setattr(steps, "compute_losses", _nan_at(list(range(6, 30))))
     run_dir = str(tmp_path / "run")
     config = with_train(tiny_config(), max_steps=20, epochs=5, max_nonfinite_steps=3)
     with pytest.raises(SeqvaeError) as caught:
@@ -349,7 +350,7 @@ def test_a_read_only_run_directory_is_one_line(tmp_path, smiles, monkeypatch):
     import builtins
     import errno
 
-    from seqvae.training import rundir
+    from seqvae import run as rundir
 
     config = with_train(tiny_config(), max_steps=4, epochs=5)
     run_dir = str(tmp_path / "run")

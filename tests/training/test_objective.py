@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seqvae.model import likelihood
 from seqvae.training import objective
 
 # Two sequences over a vocabulary of 4, length 3; id 0 is <pad>.
@@ -26,7 +27,7 @@ def test_token_cross_entropy_by_hand():
             _neg_log_softmax(LOGITS[1, 0], 3)]
     # Row 1, position 0: uniform logits over 4 tokens -> log 4.
     assert real[2] == pytest.approx(math.log(4))
-    value = objective.token_cross_entropy(TARGETS, LOGITS)
+    value = likelihood.token_cross_entropy(TARGETS, LOGITS)
     assert value.dtype == tf.float32 and value.shape == ()
     assert float(value) == pytest.approx(sum(real) / 3, rel=1e-6)
 
@@ -35,11 +36,11 @@ def test_padding_is_masked_in_value_and_gradient():
     changed = LOGITS.copy()
     changed[0, 2] = [-50.0, 50.0, 0.0, 0.0]  # padding positions: any scores
     changed[1, 1:] = 123.0
-    assert float(objective.token_cross_entropy(TARGETS, changed)) == pytest.approx(
-        float(objective.token_cross_entropy(TARGETS, LOGITS)), rel=1e-6)
+    assert float(likelihood.token_cross_entropy(TARGETS, changed)) == pytest.approx(
+        float(likelihood.token_cross_entropy(TARGETS, LOGITS)), rel=1e-6)
     logits = tf.Variable(LOGITS)
     with tf.GradientTape() as tape:
-        loss = objective.token_cross_entropy(TARGETS, logits)
+        loss = likelihood.token_cross_entropy(TARGETS, logits)
     grad = tape.gradient(loss, logits).numpy()
     mask = TARGETS != 0
     assert np.all(grad[~mask] == 0.0)
@@ -47,17 +48,17 @@ def test_padding_is_masked_in_value_and_gradient():
 
 
 def test_token_cross_entropy_all_padding_is_zero_not_nan():
-    assert float(objective.token_cross_entropy(np.zeros((2, 3), np.int32), LOGITS)) == 0.0
+    assert float(likelihood.token_cross_entropy(np.zeros((2, 3), np.int32), LOGITS)) == 0.0
 
 
 def test_token_cross_entropy_casts_half_precision():
-    value = objective.token_cross_entropy(TARGETS, tf.constant(LOGITS, tf.float16))
+    value = likelihood.token_cross_entropy(TARGETS, tf.constant(LOGITS, tf.float16))
     assert value.dtype == tf.float32
-    assert float(value) == pytest.approx(float(objective.token_cross_entropy(TARGETS, LOGITS)), rel=1e-3)
+    assert float(value) == pytest.approx(float(likelihood.token_cross_entropy(TARGETS, LOGITS)), rel=1e-3)
 
 
 def test_sequence_cross_entropy_sums_real_tokens():
-    value = objective.sequence_cross_entropy(TARGETS, LOGITS).numpy()
+    value = likelihood.sequence_cross_entropy(TARGETS, LOGITS).numpy()
     expected = [_neg_log_softmax(LOGITS[0, 0], 1) + _neg_log_softmax(LOGITS[0, 1], 2),
                 _neg_log_softmax(LOGITS[1, 0], 3)]
     assert value.shape == (2,)
@@ -71,15 +72,15 @@ def test_probability_cross_entropy_by_hand():
     probs = np.array([[[0.2, 0.5, 0.3], [0.25, 0.75, 0.0]]], np.float32)
     # Position 1's target has probability 0: clipped to 1e-7 as Keras does.
     expected = (-math.log(0.5) - math.log(1e-7)) / 2
-    assert float(objective.probability_cross_entropy(targets, probs)) == pytest.approx(expected, rel=1e-5)
+    assert float(likelihood.probability_cross_entropy(targets, probs)) == pytest.approx(expected, rel=1e-5)
     perfect = targets.copy()
-    assert float(objective.probability_cross_entropy(targets, perfect)) == pytest.approx(0.0, abs=1e-6)
+    assert float(likelihood.probability_cross_entropy(targets, perfect)) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_kl_is_zero_at_the_prior():
     zeros = tf.zeros([5, 3])
-    np.testing.assert_array_equal(objective.kl_per_dimension(zeros, zeros).numpy(), np.zeros(3))
-    assert float(objective.kl_divergence(zeros, zeros)) == 0.0
+    np.testing.assert_array_equal(likelihood.kl_per_dimension(zeros, zeros).numpy(), np.zeros(3))
+    assert float(likelihood.kl_divergence(zeros, zeros)) == 0.0
 
 
 def test_kl_by_hand():
@@ -88,18 +89,18 @@ def test_kl_by_hand():
     # Per example and dimension: 0.5 * (mean^2 + exp(log_var) - 1 - log_var).
     dim0 = (0.5 * 1.0 + 0.5 * 9.0) / 2  # 2.5
     dim1 = (0.5 * (2.0 - 1.0 - math.log(2.0)) + 0.0) / 2
-    np.testing.assert_allclose(objective.kl_per_dimension(mean, log_var).numpy(), [dim0, dim1], rtol=1e-6)
-    assert float(objective.kl_divergence(mean, log_var)) == pytest.approx(dim0 + dim1, rel=1e-6)
+    np.testing.assert_allclose(likelihood.kl_per_dimension(mean, log_var).numpy(), [dim0, dim1], rtol=1e-6)
+    assert float(likelihood.kl_divergence(mean, log_var)) == pytest.approx(dim0 + dim1, rel=1e-6)
 
 
 def test_free_bits_floor_each_dimension_and_stop_its_gradient():
     mean = tf.Variable([[1.0, 0.1]])
     log_var = tf.zeros([1, 2])
     # Per-dimension KL: 0.5 and 0.005; with free bits 0.3 -> max(0.5, .3) + max(0.005, .3).
-    assert float(objective.kl_divergence(mean, log_var, free_bits=0.3)) == pytest.approx(0.8, rel=1e-6)
-    assert float(objective.kl_divergence(mean, log_var, free_bits=0.0)) == pytest.approx(0.505, rel=1e-6)
+    assert float(likelihood.kl_divergence(mean, log_var, free_bits=0.3)) == pytest.approx(0.8, rel=1e-6)
+    assert float(likelihood.kl_divergence(mean, log_var, free_bits=0.0)) == pytest.approx(0.505, rel=1e-6)
     with tf.GradientTape() as tape:
-        kl = objective.kl_divergence(mean, log_var, free_bits=0.3)
+        kl = likelihood.kl_divergence(mean, log_var, free_bits=0.3)
     grad = tape.gradient(kl, mean).numpy()
     assert grad[0, 0] == pytest.approx(1.0) and grad[0, 1] == 0.0
 

@@ -159,12 +159,12 @@ def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
 
     Without ``checkpoint`` the newest checkpoint that restores is used: a damaged one (truncated,
     flipped bytes, missing files, NaN weights) is skipped with a one-line warning on stderr
-    (``seqvae.training.checkpoints.restore_newest``).
+    (``seqvae.checkpoints.restore_newest``).
     """
     import tensorflow as tf
 
     from seqvae.model.vae import SequenceVAE
-    from seqvae.training.checkpoints import restore_newest
+    from seqvae.checkpoints import restore_newest
 
     run = read_run_files(run_dir)
     properties = run.info.get("properties") or {}  # a jointly trained property head

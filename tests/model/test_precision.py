@@ -3,8 +3,9 @@
 import pytest
 from conftest import tiny_config, with_train
 
-from seqvae.training import precision
-from seqvae.training.loop import build_training, train
+from seqvae.model import precision
+from seqvae.training.loop import train
+from seqvae.training.steps import build_training
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_the_start_line_names_the_precision_auto_chose(cpu, tmp_path, smiles, ca
 
 
 def test_the_presets_choose_by_the_cpu_and_moses_original_stays_float32():
-    from seqvae.config import preset_config
+    from seqvae.presets import preset_config
 
     assert {name: preset_config(name).train.precision for name in
             ("demo", "user", "moses", "moses_original")} == {

@@ -16,20 +16,16 @@ start molecules the paths start at prior samples and the search is unconstrained
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from seqvae.data import properties as props
 from seqvae.errors import SeqvaeError
-from seqvae.training.rundir import Run
-
-RESULT_COLUMNS = ("start", "smiles", "start_value", "value", "similarity", "improvement",
-                  "round", "restart", "step", "distance", "predicted", "candidates")
+from seqvae.messages import note
+from seqvae.run import Run
 
 
 @dataclass(frozen=True)
@@ -39,7 +35,7 @@ class OptimizeSettings:
     similarity: float = 0.4  # min Tanimoto to the start (Morgan r2, 2048 bits); 0 = unconstrained
     # Search size: 3 rounds of 2 paths of 5 steps; each point decoded greedily and by 2 samples,
     # free and with the first 70% of the start's tokens kept (216 decodings a start). Chosen on
-    # the demo run (bench/optimize.md, session 21: on 200 of the 800 lowest-plogp MOSES test
+    # the demo run (bench/optimize.md, earlier: on 200 of the 800 lowest-plogp MOSES test
     # molecules, the free search of 4 paths and 4 samples improved them by 2.18 at δ 0.4 (77%
     # of them) and 0.54 at δ 0.6 (39%); this one by 2.47 (95.5%) and 1.08 (79%) in 0.6x the time)
     steps: int = 5  # gradient steps per path
@@ -62,15 +58,15 @@ class OptimizeSettings:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.similarity <= 1.0:
-            raise SeqvaeError(f"--similarity must be in [0, 1], got {self.similarity}")
+            raise SeqvaeError(f"similarity must be in [0, 1], got {self.similarity}")
         if self.steps < 0 or self.restarts < 1 or self.samples < 0 or self.beam < 0:
-            raise SeqvaeError("--steps, --samples and --beam must be >= 0 and --restarts >= 1")
+            raise SeqvaeError("steps, samples and beam must be >= 0 and restarts >= 1")
         if self.rounds < 1 or self.elites < 1:
-            raise SeqvaeError("--rounds and --elites must be >= 1")
+            raise SeqvaeError("rounds and elites must be >= 1")
         if not (self.step_size > 0 and self.trust_radius > 0 and self.temperature > 0):
-            raise SeqvaeError("--step-size, --trust-radius and --temperature must be > 0")
+            raise SeqvaeError("step_size, trust_radius and temperature must be > 0")
         if any(not 0.0 < f < 1.0 for f in self.keep):
-            raise SeqvaeError(f"--keep fractions must be in (0, 1), got {list(self.keep)}")
+            raise SeqvaeError(f"keep fractions must be in (0, 1), got {list(self.keep)}")
 
 
 @dataclass
@@ -383,7 +379,7 @@ def optimize(run: Run, objective: str, starts: Sequence[str] | None = None, n: i
     """
     from seqvae import inference
     from seqvae.data.preparation import encode_texts
-    from seqvae.training.property_fit import load_head
+    from seqvae.property_fit import load_head
 
     head = head or load_head(run)
     if score is None:
@@ -400,9 +396,8 @@ def optimize(run: Run, objective: str, starts: Sequence[str] | None = None, n: i
     encoded = encode_texts(run.codec, starts, on_error="skip")
     if encoded.problems:
         shown = "; ".join(message for message in encoded.messages[:3])
-        print(f"seqvae optimize: {len(encoded.problems)} start molecules cannot be encoded "
-              f"({shown}{'; ...' if len(encoded.problems) > 3 else ''}); their rows stay empty",
-              file=__import__("sys").stderr)
+        note(f"seqvae optimize: {len(encoded.problems)} start molecules cannot be encoded "
+             f"({shown}{'; ...' if len(encoded.problems) > 3 else ''}); their rows stay empty")
     if not len(encoded.ids):
         raise SeqvaeError("no start molecule can be encoded by this run")
     z0, _ = inference.encode_batches(run, encoded.ids)
@@ -416,59 +411,3 @@ def optimize(run: Run, objective: str, starts: Sequence[str] | None = None, n: i
         point["start_index"] = int(encoded.kept[point["start_index"]])
     found.results = [rows[row] for row in range(len(starts))]
     return found
-
-
-def results_csv(results: Sequence[StartResult]) -> str:
-    """The results file: a header, then one row per start (numbers with 4 decimals)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(RESULT_COLUMNS)
-    for result in results:
-        values = asdict(result)
-        writer.writerow(["" if isinstance(values[c], float) and math.isnan(values[c]) else
-                         f"{values[c]:.4f}" if isinstance(values[c], float) else values[c]
-                         for c in RESULT_COLUMNS])
-    return buffer.getvalue()
-
-
-def trajectory_csv(trajectory: Sequence[dict]) -> str:
-    """Every decoded point: start_index, round, restart, step, decoding, distance, predicted,
-    smiles, value (RDKit), similarity."""
-    columns = ("start_index", "round", "restart", "step", "decoding", "distance", "predicted",
-               "smiles", "value", "similarity")
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for point in trajectory:
-        writer.writerow(["" if isinstance(point[c], float) and math.isnan(point[c]) else
-                         f"{point[c]:.4f}" if isinstance(point[c], float) else point[c]
-                         for c in columns])
-    return buffer.getvalue()
-
-
-def path_lines(trajectory: Sequence[dict], start_index: int = 0) -> list[str]:
-    """The greedy decodings along each path of one start, a line per point: round, restart,
-    step, distance from the start's encoding, the head's prediction, the molecule, its RDKit
-    value and its similarity to the start."""
-    lines = [f"{'round':>5} {'restart':>7} {'step':>4} {'|z-z0|':>6} {'predicted':>9} "
-             f"{'value':>8} {'similarity':>10}  smiles"]
-    for point in trajectory:
-        if point["start_index"] != start_index or point["decoding"] != "greedy":
-            continue
-        value, similarity = (f"{point[key]:.3f}" if not math.isnan(point[key]) else "-"
-                             for key in ("value", "similarity"))
-        lines.append(f"{point['round']:>5} {point['restart']:>7} {point['step']:>4} "
-                     f"{point['distance']:>6.2f} "
-                     f"{point['predicted']:>9.3f} {value:>8} {similarity:>10}  "
-                     f"{point['smiles'] or '(invalid)'}")
-    return lines
-
-
-def summarize(results: Sequence[StartResult]) -> dict:
-    """Success rate (a qualifying molecule better than the start) and the improvement's mean
-    and sd over all starts, a start without success counting 0 (JT-VAE's protocol)."""
-    gains = np.array([r.improvement if r.success else 0.0 for r in results])
-    return {"starts": len(results), "success": float(np.mean([r.success for r in results])),
-            "improvement_mean": float(gains.mean()) if len(gains) else math.nan,
-            "improvement_sd": float(gains.std()) if len(gains) else math.nan,
-            "found": int(sum(bool(r.smiles) for r in results))}

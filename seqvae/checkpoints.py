@@ -20,11 +20,11 @@ import logging
 import os
 import re
 import shutil
-import sys
 
 import tensorflow as tf
 
 from seqvae.errors import SeqvaeError
+from seqvae.messages import warn
 
 _NUMBERED = re.compile(r"-(\d+)$")
 
@@ -149,8 +149,7 @@ def restore_newest(checkpoint: tf.train.Checkpoint, directory: str, model, *,
                 return prefix
             failures.append(prefix)
             rest = "no older checkpoint left" if prefix == found[-1] else "trying an older one"
-            print(f"seqvae: warning: checkpoint {prefix} is damaged ({reason}); {rest}",
-                  file=sys.stderr, flush=True)
+            warn(f"seqvae: warning: checkpoint {prefix} is damaged ({reason}); {rest}")
     raise SeqvaeError(f"{what or directory}: no checkpoint restores ({len(failures)} damaged: "
                       f"{', '.join(os.path.basename(p) for p in failures)}); "
                       "the weights are lost, train again into a new --out")

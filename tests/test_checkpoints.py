@@ -17,9 +17,10 @@ import tensorflow as tf
 from conftest import SMILES, copy_run, file_size_limit, run_weights, tiny_config
 
 from seqvae.errors import SeqvaeError
-from seqvae.training.checkpoints import candidates, checkpoint_step
-from seqvae.training.loop import build_training, train
-from seqvae.training.rundir import checkpoint_dir, load_run, read_run_files
+from seqvae.checkpoints import candidates, checkpoint_step
+from seqvae.training.loop import train
+from seqvae.training.steps import build_training
+from seqvae.run import checkpoint_dir, load_run, read_run_files
 
 
 def _config(**changes):

@@ -24,9 +24,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from seqvae.data import properties as props
+from seqvae.data.moses import is_moses
 from seqvae.errors import SeqvaeError
 from seqvae.files import atomic_path, write_json_atomic
-from seqvae.training.rundir import Run, load_run
+from seqvae.run import Run, load_run
 
 HEAD_DIR = "property_head"
 CACHE_DIR = "properties"
@@ -142,7 +143,7 @@ def fit_head(z: np.ndarray, values: np.ndarray, depth: int = 3, width: int = 67,
     ``validation_fraction`` are kept. ``activation`` of the hidden layers: SiLU, not the
     chemical VAE's tanh, which saturates (on the demo run's 500,000 encodings at 4 x 512, R² on
     MOSES test logP 0.891 constant tanh, 0.899 cosine tanh, 0.926 cosine SiLU; QED 0.812,
-    0.828, 0.863: bench/optimize.md, session 20).
+    0.828, 0.863: bench/optimize.md).
 
     Returns:
       ``(head, mean (P,), std (P,), history)``, history a list of ``(train, validation)`` MSEs.
@@ -233,8 +234,7 @@ def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES
         ``model.property_head_width``, the chemical VAE's 3 x 67 by default). A fitted head
         does not shape z, so a larger one only predicts better: fitted on the demo run's
         encodings of 500,000 MOSES molecules, 4 x 512 SiLU reaches R² 0.926 (logP) and 0.863
-        (QED) on MOSES test; the default on 50,000, 0.784 and 0.611 (bench/optimize.md,
-        session 20).
+        (QED) on MOSES test; the default on 50,000, 0.784 and 0.611 (bench/optimize.md).
       progress: called with status lines.
 
     Returns:
@@ -248,9 +248,9 @@ def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES
 
     if (depth < 0 or width < 1 or not learning_rate > 0 or epochs < 1
             or schedule not in SCHEDULES or activation not in ACTIVATIONS):
-        raise SeqvaeError(f"the head needs --depth >= 0, --width >= 1, --epochs >= 1, "
-                          f"--learning-rate > 0, --schedule {' or '.join(SCHEDULES)} and "
-                          f"--activation {' or '.join(ACTIVATIONS)}, got {depth}, {width}, "
+        raise SeqvaeError(f"the head needs depth >= 0, width >= 1, epochs >= 1, "
+                          f"learning_rate > 0, schedule {' or '.join(SCHEDULES)} and "
+                          f"activation {' or '.join(ACTIVATIONS)}, got {depth}, {width}, "
                           f"{epochs}, {learning_rate}, {schedule!r}, {activation!r}")
     if not run.codec.molecules:
         raise SeqvaeError(f"{run.run_dir}: properties need a molecule run (smiles or selfies), "
@@ -258,7 +258,7 @@ def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES
     names = props.parse_property_names(names)
     data = data if data is not None else run.info.get("data_source")
     if data is None:
-        raise SeqvaeError(f"{run.run_dir}: run.json names no training data; give --data")
+        raise SeqvaeError(f"{run.run_dir}: run.json names no training data; give the molecules to fit on")
     notes: list[str] = []
     report(f"computing {', '.join(names)} for {f'up to {limit}' if limit else 'all'} molecules "
            f"of {data}")
@@ -280,7 +280,7 @@ def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES
             "notes": notes, "test": None}
     fitted = FittedHead(names, mean, std, head, info, z_mean, z_std)
     if test == "default":
-        test = "moses:test" if str(run.info.get("data_source", "")).startswith("moses:") else None
+        test = "moses:test" if is_moses(run.info.get("data_source")) else None
     if test is not None:
         report(f"R² and MAE on {test_limit or 'all'} molecules of {test}")
         info["test"] = head_metrics(run, fitted, test, test_limit, notes)
@@ -324,7 +324,7 @@ def load_head(run: Run) -> FittedHead:
     try:
         with open(path) as handle:
             info = json.load(handle)
-        # heads fitted before session 20 have no "activation": tanh, the chemical VAE's
+        # heads fitted earlier have no "activation": tanh, the chemical VAE's
         model = PropertyHead(len(info["names"]), info["depth"], info["width"],
                              info.get("activation", "tanh"))
         model.build_weights(info["latent_dim"])

@@ -9,7 +9,7 @@ import pytest
 from conftest import HELD_OUT, SMILES
 from seqvae import inference
 from seqvae.errors import SeqvaeError
-from seqvae.training import property_fit
+from seqvae import property_fit
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "constant"])
@@ -109,7 +109,7 @@ def test_missing_head_is_a_one_line_error(tmp_path, run):
 
     copy = tmp_path / "copy"
     shutil.copytree(run.run_dir, copy, ignore=shutil.ignore_patterns("property_head"))
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     with pytest.raises(SeqvaeError, match="has no property head; fit one with"):
         property_fit.load_head(load_run(str(copy)))
@@ -121,7 +121,7 @@ def test_jointly_trained_head(tmp_path):
 
     from conftest import tiny_config
     from seqvae.training.loop import train
-    from seqvae.training.rundir import load_run
+    from seqvae.run import load_run
 
     config = tiny_config()
     config = dataclasses.replace(
