@@ -81,6 +81,10 @@ def documented_commands() -> list[tuple[str, int, list[str], str]]:
 
 
 COMMANDS = documented_commands()
+# README.md's commands run here, docs/'s in tests/test_documented_docs_commands.py: two files,
+# so that pytest-xdist gives them a worker each.
+README_COMMANDS = [c for c in COMMANDS if c[0] == "README.md"]
+DOCS_COMMANDS = [c for c in COMMANDS if c[0] != "README.md"]
 
 
 def _tiny(config):
@@ -202,10 +206,15 @@ def test_the_docs_show_commands():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("document, line, words, comment", COMMANDS,
-                         ids=[f"{d}:{n}" for d, n, _, _ in COMMANDS])
+@pytest.mark.parametrize("document, line, words, comment", README_COMMANDS,
+                         ids=[f"{d}:{n}" for d, n, _, _ in README_COMMANDS])
 def test_documented_command_runs_as_written(document, line, words, comment, stand_ins, tmp_path,
                                             monkeypatch, capsys):
+    run_command(document, line, words, comment, stand_ins, tmp_path, monkeypatch, capsys)
+
+
+def run_command(document, line, words, comment, stand_ins, tmp_path, monkeypatch, capsys):
+    """Runs one documented command in ``tmp_path`` with its stand-ins and checks its output."""
     for module, package in OPTIONAL_PACKAGES.items():
         if package in comment and importlib.util.find_spec(module) is None:
             pytest.skip(f"{document}:{line} needs {package}, which is not installed")
