@@ -30,6 +30,7 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_curve beside it
 
 from seqvae import runtime  # noqa: E402
 
@@ -58,17 +59,12 @@ def view_at(run_dir: str, step: int, out: str) -> str:
 
 
 def training_hours(run_dir: str, step: int) -> float:
-    """Training time up to ``step`` from the run's log (a resumed run logs from zero again)."""
-    offset, last, at = 0.0, 0.0, 0.0
-    with open(os.path.join(run_dir, "metrics.jsonl")) as handle:
-        for record in map(json.loads, handle):
-            if record.get("kind") == "step" and "train_s" in record:
-                if record["train_s"] < last:
-                    offset += last
-                last = record["train_s"]
-                if record["step"] <= step:
-                    at = offset + last
-    return at / 3600
+    """Training time up to ``step``: that of the last logged step at or before it
+    (``learning_curve.checkpoint_times``)."""
+    from learning_curve import checkpoint_times
+
+    times = checkpoint_times(run_dir)
+    return max((seconds for logged, seconds in times.items() if logged <= step), default=0.0) / 3600
 
 
 def measure(view: str, samples: int, recon: int) -> dict:

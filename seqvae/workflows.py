@@ -54,14 +54,10 @@ def keep_aggregate_prior(run_dir: str, config, data, report: Callable[[str], Non
     mean, log_var = inference.encode_batches(load_run(run_dir), ids)
     latent_prior.save(run_dir, latent_prior.fit_aggregate(mean, log_var, data.source,
                                                           config.model.prior_widen))
-    (report or _to_stderr)(
+    (report or note)(
         f"seqvae: prior: the aggregate posterior of {len(ids):,} training sequences drawn at "
         f"random, each q(z|x) widened {config.model.prior_widen:g}x "
         f"({time.monotonic() - started:.0f} s); sample and evaluate draw z from it")
-
-
-def _to_stderr(line: str) -> None:
-    note(line)
 
 
 def run_demo(out: str, n: int = 1000, temperatures: tuple[float, ...] = (1.0, 0.7),
