@@ -25,11 +25,11 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
 
+from machine import cpu_model  # noqa: E402
 from seqvae import runtime  # noqa: E402
 
 runtime.tune_process()  # TensorFlow set up as the command line sets it up
@@ -40,15 +40,6 @@ PEER_PYTHON = os.path.join(HERE, "moses_peer", ".venv", "bin", "python")
 TOLERANCE = 1e-6
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # --- the two workers: each runs in its own process and prints one JSON line ------------------------
@@ -187,7 +178,7 @@ def main() -> None:
     with open(samples) as handle:
         count = sum(1 for _ in handle)
     lines = [
-        f"{count} samples ({samples}); CPU: {_cpu_model()}, {os.cpu_count()} logical cores; "
+        f"{count} samples ({samples}); CPU: {cpu_model()}, {os.cpu_count()} logical cores; "
         f"seqvae RDKit {cached['rdkit']}, MOSES peer RDKit {theirs['rdkit']}; "
         f"FCD {'excluded' if args.no_fcd else 'included'}",
         "",
@@ -211,7 +202,7 @@ def main() -> None:
     print("\n".join(lines))
     with open(os.path.join(args.output_dir, "evaluate_speed.json"), "w") as handle:
         json.dump({"samples": samples, "first": first, "cached": cached, "moses": theirs,
-                   "cpu": _cpu_model(), "table": lines}, handle, indent=1)
+                   "cpu": cpu_model(), "table": lines}, handle, indent=1)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ weights it holds are NaN. ``restore_newest`` tries the checkpoints newest first,
 (every variable found, shapes that fit, finite weights) and falls back to the newest one that
 restores, with a one-line warning naming each damaged one. ``save`` refuses non-finite weights
 and turns a failed write (``ENOSPC``, ``EFBIG``, read-only files) into one line that names the
-checkpoint left intact.
+checkpoint left intact. ``save_model_only`` writes the weights alone, optionally as float16, for a
+model that ships with seqvae; every restore here reads those as float32.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import logging
 import os
 import re
 import shutil
+import tempfile
+import uuid
 
 import tensorflow as tf
 
@@ -99,10 +102,11 @@ def _try_restore(checkpoint: tf.train.Checkpoint, prefix: str, weights: list,
                  partial: bool) -> str | None:
     """Restores ``prefix`` into ``checkpoint``; None when it restored, else why not (one line)."""
     try:
-        status = checkpoint.restore(prefix)
-        if partial:
-            status.expect_partial()
-        status.assert_existing_objects_matched()
+        with float32_readable(prefix) as readable:
+            status = checkpoint.restore(readable)
+            if partial:
+                status.expect_partial()
+            status.assert_existing_objects_matched()
     except Exception as error:  # noqa: BLE001 -- any failure (the reader raises IndexError too)
         return _first_line(error)
     if not weights_are_finite(weights):
@@ -213,3 +217,60 @@ def _remove_partial(directory: str, step: int) -> None:
                 shutil.rmtree(path)
             else:
                 os.remove(path)
+
+
+# --- model-only checkpoints (a model that ships with seqvae) -------------------------------------
+
+
+def cast_checkpoint(source: str, target: str, from_dtype: tf.DType, to_dtype: tf.DType) -> None:
+    """Writes the checkpoint ``source`` to the prefix ``target`` with every ``from_dtype``
+    tensor cast to ``to_dtype`` and everything else (the object graph, counters) as it is, so
+    it restores as ``source`` does (into variables of the new dtype)."""
+    reader = tf.train.load_checkpoint(source)
+    dtypes = reader.get_variable_to_dtype_map()
+    names = sorted(dtypes)
+    tensors = [tf.cast(reader.get_tensor(name), to_dtype) if dtypes[name] == from_dtype
+               else tf.constant(reader.get_tensor(name), dtype=dtypes[name]) for name in names]
+    tf.raw_ops.SaveV2(prefix=target, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=tensors)
+
+
+@contextlib.contextmanager
+def float32_readable(prefix: str):
+    """Yields ``prefix``, or for a checkpoint that holds float16 weights (a model shipped at half
+    the size: ``save_model_only``) a float32 copy of it in memory (TensorFlow's ``ram://`` file
+    system), removed afterwards: a checkpoint restores only into variables of its own dtype."""
+    try:
+        dtypes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
+    except Exception:  # noqa: BLE001 -- unreadable: the restore itself says why
+        dtypes = {}
+    if tf.float16 not in dtypes.values():
+        yield prefix
+        return
+    folder = f"ram://seqvae-float32/{uuid.uuid4().hex}"
+    cast_checkpoint(prefix, f"{folder}/ckpt", tf.float16, tf.float32)
+    try:
+        yield f"{folder}/ckpt"
+    finally:
+        with contextlib.suppress(tf.errors.OpError):
+            tf.io.gfile.rmtree(folder)
+
+
+def save_model_only(model, directory: str, step: int, float16: bool = False) -> str:
+    """Writes ``directory/ckpt-STEP``, the model's weights alone (``tf.train.Checkpoint(model=
+    model)``: no optimizer state, a third of a training checkpoint with Adam's two moments), and
+    the ``checkpoint`` index naming it; with ``float16`` every float32 weight is stored as
+    float16 (half again; ``load_run`` restores it as float32). Returns the prefix.
+
+    The index holds no timestamps, so the same weights give the same bytes (a manifest's sums
+    stay the same).
+    """
+    os.makedirs(directory, exist_ok=True)
+    prefix = os.path.join(directory, f"ckpt-{step}")
+    with tempfile.TemporaryDirectory(prefix="seqvae-model-only-") as scratch:
+        written = tf.train.Checkpoint(model=model).save(os.path.join(scratch, "ckpt"))
+        cast_checkpoint(written, prefix, tf.float32, tf.float16 if float16 else tf.float32)
+    with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as index:
+        index.write(f'model_checkpoint_path: "ckpt-{step}"\n'
+                    f'all_model_checkpoint_paths: "ckpt-{step}"\n')
+    return prefix

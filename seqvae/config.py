@@ -161,6 +161,8 @@ class TrainConfig:
     #   cross-entropy (data.properties; chemical VAE 0.5; per_molecule scales it by tokens/molecule)
     patience: int = 0  # stop after this many validations without a better val loss (0 = off)
     validate_every: int = 0  # steps between validation passes (0 = at each epoch end)
+    restore_best: bool = False  # end with the weights of the best validation pass (kept in
+    #   RUN_DIR/best/) instead of the last step's (seqvae finetune's choice)
     jit_compile: bool = False  # compile the train step with XLA
     precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16 | auto (mixed_bfloat16
     #   on CPUs with AVX512-BF16 or AMX, else float32; seqvae.model.precision)

@@ -8,6 +8,15 @@ Signatures (tokenization and detokenization happen inside the graph):
   ``0 <= n <= MAX_SAMPLE_N`` (10,000: one request cannot make the server allocate without bound;
   ask again with other seeds for more) and a finite temperature; anything else is an
   ``InvalidArgumentError`` for that request, and the server carries on.
+- ``complete(prefixes: string[N], temperature: float32, seed: int64) -> {sequences: string[N]}``:
+  row i begins with ``prefixes[i]`` (in the run's notation; "" for none) and the decoder
+  completes it from a z of the prior, under the grammar mask for SMILES runs
+  (``decoding.forced_prefix_step_fn``). A scaffold written to end at an attachment point (Kekule
+  SMILES for a Kekule run: ``seqvae.conditional.rooted_smiles``) comes back decorated, as
+  ``seqvae sample --scaffold`` decorates it. What ``sample --where/--scaffold`` adds is outside
+  the graph: RDKit's checks (properties, substructure matches, validity), writing a scaffold as
+  rooted SMILES, and the search that steers z by what it has found; a client checks what
+  ``complete`` returns with RDKit itself.
 
 Strings are in the run's notation (``module.notation``): SMILES, characters or words, and
 **SELFIES for SELFIES runs**, in and out; decoded and sampled strings are the model's own
@@ -106,26 +115,37 @@ class ExportModule(tf.Module):
         self.sample = tf.function(self._sample, input_signature=[
             tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)],
             autograph=False)
+        self.complete = tf.function(self._complete, input_signature=[
+            tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32),
+            tf.TensorSpec([], tf.int64)], autograph=False)
 
-    def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
-        """Token ids ``(N, max_len)`` of ``sequences (N,)``; an ``InvalidArgumentError`` naming
-        the inputs and the notation expected for a text with a token the vocabulary lacks (a
-        SMILES string sent to a SELFIES or a Kekule export, say) or longer than ``max_len``."""
+    def _checked_tokens(self, sequences: tf.Tensor, room: int, signature: str):
+        """Token ids (ragged ``(N, None)``) of ``sequences (N,)`` after checks that raise an
+        ``InvalidArgumentError`` naming the inputs and the notation expected for a text with a
+        token the vocabulary lacks (a SMILES string sent to a SELFIES or a Kekule export, say)
+        or with more than ``max_len - room`` tokens."""
         tokens = graph_tokenize(sequences, self.tokenizer)
         ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, tokens), tf.int32)
         unknown = tf.reduce_any(tf.equal(ids, UNK_ID), axis=1)
-        too_long = ids.row_lengths() >= self.max_len  # no room left for <eos>
+        too_long = ids.row_lengths() > self.max_len - room
         notation = NOTATION_NAMES[self._notation]
         checks = [
             tf.debugging.Assert(tf.logical_not(tf.reduce_any(unknown)), [
-                f"encode: the model reads {notation}; these inputs hold tokens its vocabulary "
-                "lacks:", tf.boolean_mask(sequences, unknown)], summarize=5),
+                f"{signature}: the model reads {notation}; these inputs hold tokens its "
+                "vocabulary lacks:", tf.boolean_mask(sequences, unknown)], summarize=5),
             tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [
-                f"encode: the model reads at most {self.max_len - 1} tokens of {notation}; "
-                "these inputs are longer:", tf.boolean_mask(sequences, too_long)], summarize=5)]
+                f"{signature}: the model reads at most {self.max_len - room} tokens of "
+                f"{notation}; these inputs are longer:", tf.boolean_mask(sequences, too_long)],
+                summarize=5)]
         with tf.control_dependencies(checks):
-            ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], EOS_ID)], axis=1)
-            dense = ids.to_tensor(default_value=PAD_ID)
+            return tf.ragged.map_flat_values(tf.identity, ids)
+
+    def _ids(self, sequences: tf.Tensor) -> tf.Tensor:
+        """Token ids ``(N, max_len)`` of ``sequences (N,)``, ``<eos>`` ended (``_checked_tokens``:
+        room is left for the ``<eos>``)."""
+        ids = self._checked_tokens(sequences, 1, "encode")
+        ids = tf.concat([ids, tf.fill([tf.shape(sequences)[0], 1], EOS_ID)], axis=1)
+        dense = ids.to_tensor(default_value=PAD_ID)
         return tf.pad(dense, [[0, 0], [0, self.max_len - tf.shape(dense)[1]]])
 
     def _encode(self, sequences):
@@ -160,6 +180,27 @@ class ExportModule(tf.Module):
         if self.rejection_rounds:
             return {"sequences": self._texts(self._rejection_ids(z, temperature, base))}
         return self._decode_with(z, False, temperature, randomness.fold_in(base, 0))
+
+    def _complete(self, prefixes, temperature, seed):
+        """Completions of ``prefixes (N,)`` from prior draws of z: ``inference.decode`` with a
+        forced prefix, in the graph (room is left for at least one more token and ``<eos>``)."""
+        count = tf.shape(prefixes)[0]
+        checks = [tf.debugging.assert_less_equal(count, MAX_SAMPLE_N, message=(
+                      f"complete: at most {MAX_SAMPLE_N} prefixes a request")),
+                  tf.debugging.assert_all_finite(temperature, "complete: temperature must be "
+                                                 "finite")]
+        with tf.control_dependencies(checks):
+            temperature = tf.maximum(tf.identity(temperature), 1e-3)
+        ids = self._checked_tokens(prefixes, 2, "complete")
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        prefix = tf.pad(ids.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])  # >= 1 column
+        base = tf.stack([tf.cast(seed, tf.int32), 0])
+        z = self._prior_z(count, base)
+        out = decoding.sample_from_z(self.model, z, self.max_len, greedy=False,
+                                     temperature=temperature, seed=randomness.fold_in(base, 0),
+                                     grammar=self.grammar, compiled_mask=False, prefix=prefix,
+                                     prefix_lengths=lengths)
+        return {"sequences": self._texts(out)}
 
     def _prior_z(self, n, seed):
         """``n`` draws of z from the run's prior: ``inference.prior_draw`` in the graph."""
@@ -217,7 +258,8 @@ def export(run_dir: str, out_dir: str) -> str:
     staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
     try:
         tf.saved_model.save(module, staging, signatures={
-            "encode": module.encode, "decode": module.decode, "sample": module.sample})
+            "encode": module.encode, "decode": module.decode, "sample": module.sample,
+            "complete": module.complete})
         if os.path.exists(out_dir):
             shutil.rmtree(out_dir)
         os.replace(staging, out_dir)

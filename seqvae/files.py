@@ -1,6 +1,6 @@
 """Writing files so that a crash never leaves a half-written one: the one atomic writer
-(temporary file in the same folder, fsync, rename, the usual permissions), and the JSON-lines
-log that a crash can only cut at its last line."""
+(temporary file in the same folder, fsync, rename, the usual permissions), the JSON-lines
+log that a crash can only cut at its last line, and where the user's cache is."""
 
 from __future__ import annotations
 
@@ -32,6 +32,18 @@ def atomic_path(path: str, suffix: str = "") -> Iterator[str]:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+CACHE_ENV = "SEQVAE_CACHE_DIR"
+
+
+def user_cache_dir() -> str:
+    """The user cache folder of seqvae: ``$SEQVAE_CACHE_DIR``, ``$XDG_CACHE_HOME/seqvae`` or
+    ``~/.cache/seqvae`` (not created here)."""
+    if os.environ.get(CACHE_ENV):
+        return os.path.abspath(os.path.expanduser(os.environ[CACHE_ENV]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(os.path.abspath(base), "seqvae")
 
 
 def write_text_atomic(path: str, text: str) -> None:

@@ -31,7 +31,8 @@ novelty 0.85 at FCD 1.41. A sample draws its kernel ``i`` uniformly and its nois
 the seed in TensorFlow (``decoding.prior_z``, ``aggregate_z``), so the exported ``sample``
 signature draws the same z as seqvae.
 
-Stored as ``RUN_DIR/latent_prior.npz`` (plain arrays, no pickle).
+Stored as ``RUN_DIR/latent_prior.npz`` (plain arrays, no pickle); a model that ships with seqvae
+may store its aggregate posterior's means and scales as float16 (``load`` gives float32).
 """
 
 from __future__ import annotations
@@ -267,9 +268,11 @@ def load(run_dir: str) -> FittedPrior | AggregatePrior:
         raise SeqvaeError(f"{run_dir}: no fitted prior; run `seqvae fit-prior {run_dir}` first")
     try:
         with np.load(path, allow_pickle=False) as data:
-            if "scales" in data:
+            if "scales" in data:  # float16 in a shipped model (seqvae.pretrained): read as float32
+                means, scales = (data[name].astype(np.float32) if data[name].dtype == np.float16
+                                 else data[name] for name in ("means", "scales"))
                 return _checked_aggregate(path, AggregatePrior(
-                    data["means"], data["scales"], float(data["widen"]), int(data["sequences"]),
+                    means, scales, float(data["widen"]), int(data["sequences"]),
                     str(data["source"])))
             if "weights" in data:
                 weights, means, trils = data["weights"], data["means"], data["scale_trils"]

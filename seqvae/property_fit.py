@@ -67,12 +67,13 @@ class FittedHead:
 
 def property_table(run: Run, data, names: Sequence[str], limit: int = 0,
                    cache: bool = True) -> props.PropertyTable:
-    """``props.read_property_table`` of ``data``, cached in ``RUN/properties/`` by source,
-    limit and names (the RDKit work is done once per molecule and run: molecules of earlier
-    tables of the same properties are not computed again)."""
+    """``props.read_property_table`` of ``data``, cached in ``RUN/properties/`` (``Run.output_dir``:
+    the user's cache for a shipped model) by source, limit and names (the RDKit work is done once
+    per molecule and run: molecules of earlier tables of the same properties are not computed
+    again)."""
     names = props.parse_property_names(names)
     key = hashlib.sha256(repr((str(data), limit, names)).encode()).hexdigest()[:16]
-    path = os.path.join(run.run_dir, CACHE_DIR, f"{key}.npz")
+    path = os.path.join(run.output_dir(CACHE_DIR), f"{key}.npz")
     if cache and isinstance(data, str) and os.path.exists(path):
         with np.load(path, allow_pickle=False) as stored:
             return props.PropertyTable(stored["texts"].tolist(), names, stored["values"],
@@ -91,19 +92,54 @@ def _cached_values(run: Run, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """``{molecule: values (P,)}`` from the run's cached tables of the same RDKit properties
     (any source or limit): a fit on more molecules computes only the new ones. Empty for
     ``col:`` properties, whose values belong to their file."""
-    folder = os.path.join(run.run_dir, CACHE_DIR)
-    if any(name.startswith(props.COLUMN_PREFIX) for name in names) or not os.path.isdir(folder):
+    if any(name.startswith(props.COLUMN_PREFIX) for name in names):
         return {}
     known: dict[str, np.ndarray] = {}
+    for stored_names, texts, values, _ in _stored_tables(run):
+        if stored_names == names:
+            known.update(zip(texts, values))
+    return known
+
+
+def _stored_tables(run: Run):
+    """``(names, texts, values (N, P), source)`` of each table cached in ``RUN/properties/``
+    that records its names (tables cached before names were stored, and a joint run's
+    training.npz, do not), in file-name order."""
+    folder = run.output_dir(CACHE_DIR)
+    if not os.path.isdir(folder):
+        return
     for entry in sorted(os.listdir(folder)):
         if not entry.endswith(".npz"):
             continue
         with np.load(os.path.join(folder, entry), allow_pickle=False) as stored:
-            # tables cached before names were stored, and a joint run's training.npz, lack a key
-            if ({"names", "texts"} <= set(stored.files)
-                    and tuple(stored["names"].tolist()) == names):
-                known.update(zip(stored["texts"].tolist(), stored["values"]))
-    return known
+            if {"names", "texts", "values"} <= set(stored.files):
+                yield (tuple(stored["names"].tolist()), stored["texts"].tolist(),
+                       stored["values"], str(stored["source"]))
+
+
+def known_properties(run: Run, names: Sequence[str]) -> props.PropertyTable | None:
+    """The molecules whose ``names`` properties the run has cached (``property_table``: a head's
+    fit, its test report), each once with those values in ``names`` order; None when no cached
+    table holds them all. Molecules with an unknown value are left out."""
+    names = tuple(names)
+    texts: list[str] = []
+    rows: list[np.ndarray] = []
+    sources: list[str] = []
+    seen: set[str] = set()
+    for stored_names, stored_texts, values, source in _stored_tables(run):
+        if not set(names) <= set(stored_names):
+            continue
+        columns = values[:, [stored_names.index(name) for name in names]]
+        keep = [i for i, text in enumerate(stored_texts)
+                if text not in seen and not np.isnan(columns[i]).any()]
+        seen.update(stored_texts[i] for i in keep)
+        texts += [stored_texts[i] for i in keep]
+        rows.append(columns[keep])
+        sources.append(source)
+    if not texts:
+        return None
+    return props.PropertyTable(texts, names, np.concatenate(rows), list(range(1, len(texts) + 1)),
+                               " + ".join(dict.fromkeys(sources)))
 
 
 def encoded_table(run: Run, table: props.PropertyTable, notes: list[str]):
@@ -242,6 +278,7 @@ def fit_properties(run_dir: str, names: Sequence[str] | str = DEFAULT_PROPERTIES
     """
     report = progress or (lambda line: None)
     run = load_run(run_dir)
+    run.check_writable("seqvae fit-properties")
     depth = run.config.model.property_head_depth if depth is None else depth
     width = run.config.model.property_head_width if width is None else width
     from seqvae.model.property_head import ACTIVATIONS

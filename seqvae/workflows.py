@@ -19,14 +19,16 @@ DEMO_HEAD_TEST = 2_000
 
 
 def train(config, run_dir: str, data=None, *, resume: bool = False, strict: bool = False,
-          strategy="default", report: Callable[[str], None] | None = None) -> dict:
+          strategy="default", report: Callable[[str], None] | None = None, codec=None,
+          init=None) -> dict:
     """Trains a run (``seqvae.training.loop.train``: same arguments and summary), then, unless
     it was interrupted, keeps its aggregate prior (``model.prior=aggregate``) and writes its
     SavedModel (``train.export_at_end``); a run that had already finished gets only what it
     lacks."""
     from seqvae.training.loop import train as train_loop
 
-    summary = train_loop(config, run_dir, data, resume=resume, strict=strict, strategy=strategy)
+    summary = train_loop(config, run_dir, data, resume=resume, strict=strict, strategy=strategy,
+                         codec=codec, init=init)
     if not summary["chief"] or summary["stop_reason"] == "interrupted":
         return summary
     fresh = not summary.get("already_finished")

@@ -248,3 +248,30 @@ def test_a_checkpoint_write_that_fails_halfway_leaves_the_previous_one(pristine,
     assert summary["steps"] == 20
     for a, b in zip(run_weights(run_dir), run_weights(pristine)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("float16", [False, True])
+def test_a_model_only_checkpoint_restores_like_a_training_one(pristine, tmp_path, float16):
+    from seqvae.checkpoints import float32_readable, save_model_only
+
+    run = load_run(pristine)
+    copy = _copy(pristine, tmp_path)
+    shutil.rmtree(checkpoint_dir(copy))
+    prefix = save_model_only(run.model, checkpoint_dir(copy), 20, float16=float16)
+    again = save_model_only(run.model, str(tmp_path / "again"), 20, float16=float16)
+    for suffix in (".index", ".data-00000-of-00001"):  # the same weights, the same bytes
+        with open(prefix + suffix, "rb") as mine, open(again + suffix, "rb") as theirs:
+            assert mine.read() == theirs.read()
+    assert tf.train.latest_checkpoint(checkpoint_dir(copy)) == prefix
+    dtypes = set(tf.train.load_checkpoint(prefix).get_variable_to_dtype_map().values())
+    assert (tf.float16 in dtypes) == float16 and (tf.float32 in dtypes) != float16
+    loaded = load_run(copy)
+    assert loaded.checkpoint == prefix
+    for mine, theirs in zip(loaded.model.weights, run.model.weights):
+        assert mine.dtype == theirs.dtype
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), atol=1e-3 if float16 else 0)
+    with float32_readable(prefix) as readable:  # float16: a float32 copy in memory
+        assert (readable != prefix) == float16
+        assert tf.io.gfile.exists(readable + ".index")
+    if float16:
+        assert not tf.io.gfile.exists(os.path.dirname(readable))  # removed afterwards

@@ -197,8 +197,10 @@ def test_demo_trains_samples_and_reconstructs(tmp_path, capsys, monkeypatch):
 
     samples = (tmp_path / "demo" / "samples_t1.smi").read_text().splitlines()
     assert samples and all(canonical_smiles(s) in (s, None) for s in samples)  # canonical form
-    assert ("then keeps the aggregate posterior of 50,000 training sequences as the prior "
-            "(widened 1.45x)" in err)  # the start line says so, and the end of training does it
+    # the start line says so (model.prior_encodings, at most the training set), and the end
+    # of training does it
+    assert re.search(r"then keeps the aggregate posterior of [\d,]+ training sequences as the "
+                     r"prior \(widened 1\.45x\)", err)
     assert re.search(r"prior: the aggregate posterior of \d+ training sequences", err)
     assert re.search(r"sampled 20 molecules from the prior at temperature 1 \(z from the aggregate "
                      r"posterior of \d+ training encodings, each widened 1.45x\): valid \d+\.\d%.*"
@@ -267,3 +269,21 @@ def test_molecules_come_out_canonical_unless_raw(tmp_path, capsys):
     shown = capsys.readouterr().out.splitlines()
     assert not any(c in "".join(raw) for c in "cno")  # the model writes Kekule SMILES
     assert shown == [canonical_smiles(text) or text for text in raw]
+
+
+def test_finetune_reports_what_it_kept_trains_and_compares(run_dir, tmp_path, capsys):
+    data = tmp_path / "mine.smi"
+    data.write_text("\n".join(sorted(set(SMILES)) + ["CCO.Cl", "C[C@H](O)CC", "CCP"]) + "\n")
+    out = str(tmp_path / "tuned")
+    assert main(["finetune", run_dir, str(data), "--out", out, "--max-steps", "4",
+                 "--min-steps", "4", "--batch-size", "8", "-n", "20", "--no-fcd",
+                 "--set", "train.export_at_end=false"]) == 0
+    captured = capsys.readouterr()
+    assert "23 molecules read, 22 kept; 1 cut to their largest fragment" in captured.err
+    assert "left out 1 with a token the run cannot write (first: line 23, token 'P'" in captured.err
+    assert re.search(r"^  valid +[01]\.\d{3} +[01]\.\d{3}$", captured.out, re.M)
+    assert "FCD to held-out" in captured.out and f"fine-tuned run: {out}" in captured.out
+    assert main(["sample", out, "-n", "3"]) == 0
+    assert len(capsys.readouterr().out.split()) == 3
+    assert main(["finetune", run_dir, str(tmp_path / "none.smi"), "--out", str(tmp_path / "x")]) == 2
+    assert "none.smi" in capsys.readouterr().err

@@ -36,6 +36,12 @@ TINY_MOSES = {"train": 600, "test": 150, "test_scaffolds": 150}
 # Files the documented commands read, made in each command's folder.
 MOLECULES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCOc1ccccc1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O",
              "O=C(O)c1ccccc1", "CCN(CC)CC", "Clc1ccc(Br)cc1", "c1ccncc1", "CC(C)O"]
+# ChEMBL approved drugs as a user's CSV has them: salts, stereo, charges (seqvae finetune).
+DRUGS = ["Br.CC(N)Cc1ccc(O)cc1", "Br.CC(NC(C)(C)C)C(=O)c1cccc(Cl)c1", "C#CCN(C)[C@H](C)Cc1ccccc1.Cl",
+         "Br.Cc1ccc(Sc2ccccc2N2CCNCC2)c(C)c1", "Br.Oc1ccc(C(O)C2CCCCN2)cc1O",
+         "Brc1c(NC2=NCCN2)ccc2nccnc12", "C#CCN[C@@H]1CCc2ccccc21.CS(=O)(=O)O",
+         "CC(=O)Nc1ccc(O)cc1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O", "CN1CCC[C@H]1c1cccnc1",
+         "O=[N+]([O-])c1ccc(O)cc1", "CC(=O)Oc1ccccc1C(=O)O"]
 OPTIONAL_PACKAGES = {"umap": "umap-learn"}  # a command whose comment names the package needs it
 
 
@@ -144,6 +150,7 @@ def stand_ins(shrunk, tmp_path_factory):
     assert cli.main(["demo", "--out", str(folder / "runs" / "demo"), "-n", "20"]) == 0
     for name in ("data.smi", "molecules.smi", "mine.smi"):
         (folder / name).write_text("".join(f"{m}\n" for m in MOLECULES * 3))
+    (folder / "drugs.csv").write_text("smiles\n" + "".join(f"{m}\n" for m in DRUGS * 3))
     (folder / "proteins.txt").write_text("MKTAYIAKQRQISFVKSHFSRQ\nMVLSPADKTNVKAAWGKVGAHA\n" * 20)
     ids = np.random.default_rng(0).integers(0, 4, (256, 3))  # the seed question's data
     np.save(folder / "x.npy", np.eye(4, dtype=np.float32)[ids])
@@ -154,6 +161,9 @@ def stand_ins(shrunk, tmp_path_factory):
                      "--set", "model.decoder_input=free_running"]) == 0
     assert cli.main(["encode", str(folder / "runs" / "demo"), str(folder / "molecules.smi"),
                      "--out", str(folder / "z.npy")]) == 0
+    assert cli.main(["finetune", str(folder / "runs" / "demo"), str(folder / "drugs.csv"),
+                     "--out", str(folder / "runs" / "drugs"), "--extend-vocab", "-n", "0",
+                     "--max-steps", "6"]) == 0
     return folder
 
 
@@ -166,12 +176,14 @@ def _prepare(folder, stand_ins, argv: list[str]) -> None:
             source = stand_ins / entry
             (shutil.copytree if source.is_dir() else shutil.copy)(source, folder / entry)
     creates = None
-    if argv[0] in ("train", "demo") and "--resume" not in argv:
+    if argv[0] in ("train", "demo", "finetune") and "--resume" not in argv:
         creates = argv[argv.index("--out") + 1] if "--out" in argv else "runs/demo"
     for word in argv:
-        if re.fullmatch(r"runs/[\w.-]+", word) and word != creates and not (folder / word).exists():
-            made = stand_ins / word if (stand_ins / word).exists() else stand_ins / "runs" / "demo"
-            shutil.copytree(made, folder / word, ignore=shutil.ignore_patterns(".lock"))
+        match = re.match(r"(runs/[\w.-]+)(/|$)", word)  # a run, or a file inside one
+        run = match.group(1) if match else None
+        if run and run != creates and not (folder / run).exists():
+            made = stand_ins / run if (stand_ins / run).exists() else stand_ins / "runs" / "demo"
+            shutil.copytree(made, folder / run, ignore=shutil.ignore_patterns(".lock"))
 
 
 def _check_output(argv: list[str], out: str, folder) -> None:
@@ -184,8 +196,18 @@ def _check_output(argv: list[str], out: str, folder) -> None:
         if out_file is not None and out_file.suffix == ".npy":
             assert np.load(out_file).shape[0] == n
             return
-        lines = (out_file.read_text() if out_file else out).splitlines()
-        assert len(lines) == n or ("--valid-only" in argv and len(lines) <= n), len(lines)
+        conditioned = "--where" in argv or "--scaffold" in argv
+        if conditioned and out_file is not None and out_file.suffix == ".csv":
+            import csv
+
+            lines = [row["smiles"] for row in csv.DictReader(out_file.read_text().splitlines())]
+        else:
+            lines = (out_file.read_text() if out_file else out).splitlines()
+        # a search on the tiny stand-in may stop at its budget with fewer
+        assert len(lines) == n or (("--valid-only" in argv or conditioned)
+                                   and len(lines) <= n), len(lines)
+        if conditioned:
+            _recheck(argv, lines)
         if "--raw" not in argv:  # canonical SMILES unless asked otherwise
             from seqvae.data.chemistry import canonical_smiles
 
@@ -198,6 +220,18 @@ def _check_output(argv: list[str], out: str, folder) -> None:
         assert len(out.splitlines()) == steps
     if argv[0] == "decode":
         assert len(out.splitlines()) == len(MOLECULES) * 3
+
+
+def _recheck(argv: list[str], lines: list[str]) -> None:
+    """Every molecule of ``sample --where/--scaffold`` is distinct, valid, meets each condition
+    and holds the scaffold, checked again with RDKit."""
+    from seqvae.conditional import Checker, parse_conditions, parse_scaffold
+
+    where = [argv[i + 1] for i, word in enumerate(argv) if word == "--where"]
+    scaffold = argv[argv.index("--scaffold") + 1] if "--scaffold" in argv else None
+    checked = Checker(parse_conditions(where) if where else (),
+                      parse_scaffold(scaffold) if scaffold else None).check(lines)
+    assert checked.ok.all() and len(set(lines)) == len(lines), lines
 
 
 def test_the_docs_show_commands():

@@ -174,3 +174,28 @@ def test_a_larger_table_computes_only_the_new_molecules(tmp_path, run, monkeypat
     other = property_fit.property_table(run, str(path), ("qed",), limit=8)  # other names:
     assert computed == SMILES[:8]  # nothing reused
     np.testing.assert_array_equal(other.values[:, 0], fresh.values[:, 1])
+
+
+def test_known_properties_gathers_the_cached_tables_holding_the_names(tmp_path, run):
+    import shutil
+
+    from conftest import copy_run
+    from seqvae.run import read_run_files
+
+    copy = copy_run(run.run_dir, tmp_path / "copy")
+    shutil.rmtree(os.path.join(copy, property_fit.CACHE_DIR), ignore_errors=True)
+    run = read_run_files(copy)  # no table cached yet
+    first, second = tmp_path / "a.smi", tmp_path / "b.smi"
+    first.write_text("\n".join(SMILES[:6] + ["not a molecule"]) + "\n")
+    second.write_text("\n".join(SMILES[4:10]) + "\n")
+    property_fit.property_table(run, str(first), ("logp", "qed", "mw"))
+    property_fit.property_table(run, str(second), ("qed", "mw"))
+    known = property_fit.known_properties(run, ("mw", "qed"))
+    # each molecule once (the tables come in the order of their files), the invalid left out
+    assert sorted(known.texts) == sorted(set(SMILES[:10])) and len(known.texts) == 10
+    assert known.names == ("mw", "qed") and not np.isnan(known.values).any()
+    row = known.texts.index("CCO")
+    assert known.values[row, 0] == pytest.approx(46.069, abs=1e-3)
+    only_first = property_fit.known_properties(run, ("logp",))
+    assert sorted(only_first.texts) == sorted(set(SMILES[:6]))
+    assert property_fit.known_properties(run, ("sa",)) is None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from seqvae.cli.train_commands import (cmd_demo, cmd_doctor, cmd_export, cmd_fit_prior,
-                                       cmd_fit_properties, cmd_predict, cmd_train)
+from seqvae.cli.train_commands import (cmd_demo, cmd_doctor, cmd_export, cmd_finetune,
+                                       cmd_fit_prior, cmd_fit_properties, cmd_predict, cmd_train)
 from seqvae.cli.use_commands import (cmd_decode, cmd_encode, cmd_evaluate, cmd_explore,
-                                     cmd_interpolate, cmd_optimize, cmd_reconstruct, cmd_sample)
+                                     cmd_interpolate, cmd_optimize, cmd_pretrained,
+                                     cmd_reconstruct, cmd_sample)
 
 
 def parse_duration(text: str) -> float:
@@ -30,7 +31,7 @@ def parse_fractions(text: str) -> tuple[float, ...]:
 
 EXAMPLES = {
     "train": "seqvae train --out runs/demo\n  TF_CONFIG=... seqvae train data.smi --out runs/big --strategy multi-worker\n  seqvae train data.smi --out runs/mine --set model.latent_dim=64 --time-budget 15m\n  seqvae train --out runs/demo --resume\n  seqvae train 'shards/*.smi.gz' --stream --out runs/big",
-    "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi",
+    "sample": "seqvae sample runs/demo -n 1000 --temperature 0.8 --valid-only --out samples.smi\n  seqvae sample runs/demo -n 100 --where 'logp=2.5+-0.5' --where 'qed>=0.7'\n  seqvae sample runs/demo -n 100 --scaffold 'c1ccc2ncccc2c1' --out decorated.csv",
     "fit-prior": "seqvae fit-prior runs/demo\n  seqvae sample runs/demo --prior fitted -n 1000",
     "encode": "seqvae encode runs/demo molecules.smi --out z.npy --log-var logvar.npy",
     "decode": "seqvae decode runs/demo z.npy --out decoded.smi",
@@ -39,11 +40,13 @@ EXAMPLES = {
     "interpolate": "seqvae interpolate runs/demo 'CCO' 'c1ccccc1O' --steps 8 --slerp",
     "doctor": "seqvae doctor\n  seqvae doctor runs/demo\n  seqvae doctor --all-precisions\n  seqvae doctor --set model.decoder_layers=1",
     "demo": "seqvae demo --out runs/demo",
+    "finetune": "seqvae finetune runs/demo mine.smi --out runs/mine\n  seqvae finetune runs/demo drugs.csv --column smiles --extend-vocab --out runs/drugs",
     "export": "seqvae export runs/demo --out exported/seqvae/1",
     "fit-properties": "seqvae fit-properties runs/demo\n  seqvae fit-properties runs/mine --data assay.csv --properties logp,col:pIC50",
     "predict": "seqvae predict runs/demo molecules.smi --out predictions.csv",
     "optimize": "seqvae optimize runs/demo --objective plogp --start 'CCOc1ccccc1' --similarity 0.4 --out results.csv --trajectory path.csv\n  seqvae optimize runs/demo --objective qed -n 800 --out best.csv",
     "explore": "seqvae explore runs/demo\n  seqvae explore runs/mine --molecules mine.smi --n 2000 --port 8051",
+    "pretrained": "seqvae pretrained\n  seqvae pretrained moses\n  seqvae sample pretrained:moses -n 1000",
 }
 
 
@@ -105,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     from seqvae.config import EVALUATE_QUALITY_SEQUENCES, EVALUATE_RECON_MOLECULES
 
     parser = argparse.ArgumentParser(prog="seqvae", description=(
-        "Variational autoencoders over token sequences (SMILES, SELFIES, proteins, text)."))
+        "Variational autoencoders over token sequences (SMILES, SELFIES, proteins, text). "
+        "Wherever a command takes a run directory, pretrained:NAME names a model that ships "
+        "with seqvae (seqvae pretrained lists them)."))
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name, func, help_text):
@@ -143,16 +148,70 @@ def build_parser() -> argparse.ArgumentParser:
     _add_raw_option(p)
     p.add_argument("--resume", action="store_true")
 
-    p = command("sample", cmd_sample, "sample sequences from the prior")
+    p = command("finetune", cmd_finetune, "fine-tune a trained run on your own molecules "
+                "(transfer learning): salts stripped, a share held out for early stopping, the "
+                "prior refitted to them, a before/after report")
+    p.add_argument("base", help="the trained run directory to start from")
+    p.add_argument("data", help="your molecules: .smi (one a line), .csv/.tsv (--column) or "
+                   "moses:SPLIT")
+    p.add_argument("--out", required=True, help="the new run directory")
+    p.add_argument("--extend-vocab", action="store_true",
+                   help="add the tokens BASE cannot write (charges, stereo, P, I, metals, ring "
+                   "labels) and a longer max_len, instead of leaving those molecules out")
+    p.add_argument("--max-len", type=int, help="with --extend-vocab: the longest molecule in "
+                   "tokens the new run writes (default: the data's longest)")
+    p.add_argument("--holdout", type=float, help="share held out for early stopping and the "
+                   "report (default 0.1)")
+    p.add_argument("--epochs", type=int, help="passes over the data (default 20; at least "
+                   "--min-steps steps, at most --max-steps)")
+    p.add_argument("--min-steps", type=int, help="default 300")
+    p.add_argument("--max-steps", type=int, help="default 1000 (0: no cap)")
+    p.add_argument("--learning-rate", type=float, help="Adam's, cosine-decayed to a tenth "
+                   "(default 1e-3)")
+    p.add_argument("--batch-size", type=int, help="default 64")
+    p.add_argument("--patience", type=int, help="epochs without a better held-out loss before "
+                   "stopping (default 5); the best epoch's weights are kept")
+    p.add_argument("--keep-salts", action="store_true",
+                   help="do not cut molecules to their largest fragment")
+    p.add_argument("--column", help="the SMILES column of a CSV (default: BASE's, SMILES; a "
+                   "column named so in another case is found too)")
+    p.add_argument("--seed", type=int, help="default 0")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a field of the fine-tuning's config, e.g. "
+                   "model.prior_widen=1.8 (repeatable)")
+    p.add_argument("-n", type=int, default=1000,
+                   help="molecules sampled from BASE and from the new run for the before/after "
+                   "report (default 1000; 0: no report)")
+    p.add_argument("--no-fcd", action="store_true", help="no FCD in the report")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted fine-tuning")
+
+    p = command("sample", cmd_sample, "sample sequences from the prior, or n distinct molecules "
+                "that meet property conditions (--where) and hold a scaffold (--scaffold), each "
+                "checked by RDKit")
     p.add_argument("run_dir")
     p.add_argument("-n", type=int, default=100)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--greedy", action="store_true")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="output file (default: stdout), one sequence per line")
+    p.add_argument("--out", help="output file (default: stdout), one sequence per line; with "
+                   "--where/--scaffold a .csv gets each molecule's checked values too")
     p.add_argument("--unique", action="store_true", help="drop repeated samples")
     p.add_argument("--valid-only", action="store_true", help="keep only RDKit-valid SMILES")
+    p.add_argument("--where", action="append", metavar="CONDITION",
+                   help="a property every molecule must meet, checked by RDKit: logp, qed, sa, "
+                   "plogp, mw, or col:NAME (a column the property head was fitted on: its "
+                   "prediction), as 'logp=2.5+-0.5' (or ±), 'logp=2..3', 'qed>=0.7', 'sa<4' "
+                   "(repeatable: all must hold). The molecules are distinct and valid")
+    p.add_argument("--scaffold", metavar="SMILES_OR_SMARTS",
+                   help="a substructure every molecule must hold (RDKit HasSubstructMatch), "
+                   "decorated by the decoder")
+    p.add_argument("--max-draws", type=int, metavar="D",
+                   help="with --where/--scaffold: stop after decoding D molecules (default "
+                   "100 n + 10,000)")
+    p.add_argument("--time-budget", type=parse_duration, metavar="T",
+                   help="with --where/--scaffold: stop after T (90s, 2m); the molecules found by "
+                   "then are written, and the reason said")
     _add_grammar_option(p)
     _add_raw_option(p)
     _add_prior_option(p)
@@ -235,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--out", help="report folder (default: RUN_DIR/report)")
     _add_grammar_option(p)
     _add_prior_option(p)
     _add_rejection_option(p)
@@ -343,4 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8050)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
+
+    p = command("pretrained", cmd_pretrained, "list the models that ship with seqvae (use one "
+                "as pretrained:NAME wherever a run directory is taken): the data, size, "
+                "metrics, and the command, CPU and time that trained each")
+    p.add_argument("name", nargs="?", help="show this one in full (files, checksums, where "
+                   "what is written for it goes)")
     return parser

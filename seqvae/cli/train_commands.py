@@ -65,6 +65,34 @@ def _print_train_summary(summary: dict) -> None:
     print("\n".join(train_summary_lines(summary)))
 
 
+def cmd_finetune(args) -> int:
+    from seqvae.finetune import FinetuneSettings, compare_with_base, finetune
+
+    given = {name: getattr(args, name) for name in (
+        "holdout", "epochs", "min_steps", "max_steps", "learning_rate", "batch_size", "patience",
+        "max_len", "column", "seed") if getattr(args, name) is not None}
+    settings = FinetuneSettings(**given, extend_vocab=args.extend_vocab,
+                                strip=not args.keep_salts, overrides=tuple(args.set or ()))
+    result = finetune(args.base, args.data, args.out, settings, resume=args.resume,
+                      report=lambda line: print(line, file=sys.stderr, flush=True))
+    summary = result["summary"]
+    if not summary.get("already_finished"):
+        _print_train_summary(summary)
+    if summary.get("weights_of_step") is not None:
+        print(f"kept the weights of step {summary['weights_of_step']}, the best held-out loss")
+    if summary["stop_reason"] != "interrupted" and args.n:
+        from seqvae.evaluation.comparison import format_comparison
+
+        comparison = compare_with_base(args.out, n=args.n, seed=settings.seed,
+                                       include_fcd=not args.no_fcd,
+                                       progress=lambda line: print(f"seqvae finetune: {line}",
+                                                                   file=sys.stderr, flush=True))
+        print(format_comparison(comparison), end="")
+    print(f"fine-tuned run: {args.out} (seqvae sample {args.out} -n 100; "
+          f"seqvae evaluate {args.out})")
+    return 0
+
+
 def cmd_fit_prior(args) -> int:
     import numpy as np
 
@@ -72,6 +100,7 @@ def cmd_fit_prior(args) -> int:
     from seqvae.errors import SeqvaeError
 
     run = load_run_for(args.run_dir)
+    run.check_writable("seqvae fit-prior")  # a model that ships with seqvae: before the data
     data = args.data or run.info.get("data_source") or "moses:train"
     if data in ("list", "array"):
         raise SeqvaeError(f"{args.run_dir} was trained on in-memory data: give DATA to fit to")

@@ -1,6 +1,6 @@
 """The command line's commands that use a trained run: sample, encode, decode, reconstruct,
-evaluate, interpolate, optimize and explore, and what they share (loading a run, writing lines,
-checking sampling settings)."""
+evaluate, interpolate, optimize, explore and the list of pretrained models, and what they share
+(loading a run, writing lines, checking sampling settings)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,13 @@ def cmd_sample(args) -> int:
     check_sampling(args)
 
     run = load_run_for(args.run_dir, raw=args.raw)
+    if args.where or args.scaffold is not None:
+        return _sample_where(args, run)
+    if args.max_draws is not None or args.time_budget is not None:
+        from seqvae.errors import SeqvaeError
+
+        raise SeqvaeError("--max-draws and --time-budget bound a search: use them with --where "
+                          "or --scaffold")
     texts = inference.sample(run, args.n, temperature=args.temperature, top_k=args.top_k,
                              greedy=args.greedy, seed=args.seed, grammar=not args.no_grammar,
                              prior=args.prior, rejection=args.rejection)
@@ -80,6 +87,34 @@ def cmd_sample(args) -> int:
         texts = list(dict.fromkeys(texts))
     write_lines(texts, args.out, run)
     return 0
+
+
+def _sample_where(args, run) -> int:
+    """``sample --where/--scaffold``: the search, its molecules written, its summary on stderr."""
+    from seqvae.conditional import sample_where
+    from seqvae.files import write_text_atomic
+
+    found = sample_where(run, args.n, args.where or (), args.scaffold,
+                         temperature=args.temperature, top_k=args.top_k, greedy=args.greedy,
+                         seed=args.seed, max_draws=args.max_draws, time_budget=args.time_budget,
+                         grammar=not args.no_grammar, prior=args.prior, rejection=args.rejection,
+                         progress=_search_progress())
+    if args.out and args.out.endswith(".csv"):
+        write_text_atomic(args.out, found.csv())
+    else:
+        write_lines(found.molecules, args.out, run)
+    if sys.stderr.isatty():  # clear the progress line
+        print("\r\033[K", end="", file=sys.stderr)
+    print(f"seqvae sample: {found.summary()}", file=sys.stderr)
+    return 0
+
+
+def _search_progress():
+    """A line per batch of the search on a terminal (rewritten in place), else nothing."""
+    if not sys.stderr.isatty():
+        return None
+    return lambda line: print(f"\rseqvae sample: {line}\033[K", end="", file=sys.stderr,
+                              flush=True)
 
 
 def cmd_encode(args) -> int:
@@ -196,7 +231,7 @@ def cmd_evaluate(args) -> int:
                        recon_molecules=args.recon_molecules,
                        quality_sequences=args.quality_sequences, seed=args.seed,
                        grammar=not args.no_grammar, prior=args.prior, rejection=args.rejection,
-                       progress=None if args.quiet else print_to_stderr)
+                       progress=None if args.quiet else print_to_stderr, report_dir=args.out)
     if args.json:
         with open(os.path.join(results["report_dir"], "metrics.json")) as handle:
             sys.stdout.write(handle.read() + "\n")
@@ -272,4 +307,20 @@ def cmd_explore(args) -> int:
 
     serve(args.run_dir, args.molecules, n=args.n, port=args.port, host=args.host,
           projection=args.projection)
+    return 0
+
+
+def cmd_pretrained(args) -> int:
+    from seqvae import pretrained
+
+    if args.name:
+        print("\n".join(pretrained.detail_lines(pretrained.find(args.name))))
+        return 0
+    shipped = pretrained.available()
+    if not shipped:
+        print(f"no pretrained model ships with this installation of seqvae "
+              f"({pretrained.root()} holds none)")
+        return 0
+    for entry in shipped:
+        print("\n".join(pretrained.summary_lines(entry)))
     return 0

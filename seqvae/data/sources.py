@@ -183,6 +183,9 @@ def _table_records(path: str, column: str, delimiter: str) -> Iterator[tuple[int
             header = next(reader, None)
             if header is None:
                 raise SeqvaeError(f"{path}: the file is empty")
+            same = [h for h in header if h.strip().lower() == column.lower()]
+            if column not in header and len(same) == 1:  # "smiles" for SMILES: no doubt which
+                column = same[0]
             if column not in header:
                 shown = ", ".join(h if h.isprintable() else repr(h) for h in header[:10])
                 raise SeqvaeError(f"{path}:1: no column {column!r} in the header (columns: {shown}); "

@@ -23,7 +23,7 @@ from seqvae.errors import SeqvaeError
 from seqvae.evaluation import molecules, moses_metrics, references
 from seqvae.evaluation.reconstruction import interpolation_protocol, reconstruction_protocol
 from seqvae.evaluation.vae_quality import posterior_and_bounds
-from seqvae.run import Run, load_run
+from seqvae.run import Run, finetune_files, load_run
 from seqvae.messages import note
 
 
@@ -85,11 +85,14 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
              recon_molecules: int = EVALUATE_RECON_MOLECULES,
              quality_sequences: int = EVALUATE_QUALITY_SEQUENCES, seed: int = 0,
              grammar: bool = True, prior: str | None = None, rejection: int | None = None,
-             progress: Callable[[str], None] | None = print_to_stderr) -> dict:
+             progress: Callable[[str], None] | None = print_to_stderr,
+             report_dir: str | None = None) -> dict:
     """Evaluates a run and writes ``RUN_DIR/report/`` (see ``seqvae.report.write_report``).
 
     References: a run trained on MOSES (``run.json`` ``data_source`` ``moses:...``) defaults to
-    MOSES's test, test_scaffolds and train splits, as MOSES reports; otherwise only the sets given
+    MOSES's test, test_scaffolds and train splits, as MOSES reports; a fine-tuned run
+    (``seqvae finetune``) to the molecules it held out and those it was fine-tuned on
+    (``run.finetune_files``); otherwise only the sets given
     are used and the metrics that need a missing one are None, with a note. Held-out sequences
     the run cannot encode (unknown tokens, too long, invalid SMILES) are left out, with a note.
 
@@ -121,6 +124,8 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
         ``model.rejection_rounds``. The results' ``sampling`` says the rounds, how many first
         draws the grammar rejected and how many were masked in the end.
       progress: called with status lines; None for silence.
+      report_dir: where the report goes (None: ``RUN_DIR/report``; for a model that ships with
+        seqvae, read-only, ``pretrained/NAME/report`` in the user's cache: ``Run.output_dir``).
 
     Returns:
       ``{"run_dir", "n_samples", "seed", "tokenizer", "data_source", "generation", "vae_quality",
@@ -138,6 +143,10 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     notes: list[str] = []
     molecules = run.codec.molecules
     moses_run = is_moses(run.info.get("data_source"))
+    tuned = finetune_files(run.run_dir)
+    if tuned:
+        test = tuned["held_out"] if test is None else test
+        train = tuned["fine_tuning"] if train is None else train
     sets, references = _reference_sets(run, test, test_scaffolds, train, moses_run)
     walls["load"] = time.monotonic() - started
 
@@ -218,7 +227,8 @@ def evaluate(run_dir: str, *, n_samples: int = 30000, test=None, test_scaffolds=
     if means is None and plotted:  # the latent map needs encodings; the report does not encode
         means = inference.encode_batches(run, encode_texts(run.codec, plotted,
                                                            check_molecules=False).ids)[0]
-    results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means)
+    results["report_dir"] = write_report(run.run_dir, results, samples, plotted, test_means=means,
+                                         folder=report_dir or run.output_dir("report"))
     report(f"report written to {results['report_dir']}")
     return results
 

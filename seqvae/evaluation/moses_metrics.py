@@ -21,6 +21,20 @@ from seqvae.evaluation.moses_files import default_reference
 from seqvae.evaluation.references import ReferenceStats, reference_stats
 
 
+def fcd_available(include_fcd: bool, notes: list[str]) -> bool:
+    """Whether FCD can be computed as asked: False, with a note in ``notes``, where it was not
+    asked for or its extra (torch, fcd) is missing."""
+    if not include_fcd:
+        notes.append("FCD not computed: include_fcd=False")
+        return False
+    try:
+        chemnet.import_fcd()
+    except chemnet.MissingExtraError as error:
+        notes.append(f"FCD not computed: {error}")
+        return False
+    return True
+
+
 def moses_metrics(
     gen: Sequence[str],
     train: Iterable[str] | None = None,
@@ -62,14 +76,7 @@ def moses_metrics(
     report = progress or (lambda line: None)
     metrics: dict[str, Any] = {}
     notes = [] if notes is None else notes
-    if include_fcd:
-        try:
-            chemnet.import_fcd()
-        except chemnet.MissingExtraError as error:
-            include_fcd = False
-            notes.append(f"FCD not computed: {error}")
-    else:
-        notes.append("FCD not computed: include_fcd=False")
+    include_fcd = fcd_available(include_fcd, notes)
 
     report(f"validity of {len(gen)} generated SMILES")
     chunks = parallel.map_chunks(canonical_twice, list(gen), report, "validity", molecule_lib.PARALLEL_MIN_GENERATED)

@@ -33,19 +33,15 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from seqvae.files import atomic_path
+from seqvae.files import CACHE_ENV, atomic_path, user_cache_dir  # noqa: F401 -- CACHE_ENV: its name
 
 FORMAT_VERSION = 1  # bump when the layout of a part changes
-CACHE_ENV = "SEQVAE_CACHE_DIR"
 
 
 def cache_dir() -> str:
-    """The user cache folder of seqvae: ``$SEQVAE_CACHE_DIR``, ``$XDG_CACHE_HOME/seqvae`` or
-    ``~/.cache/seqvae`` (not created here)."""
-    if os.environ.get(CACHE_ENV):
-        return os.path.abspath(os.path.expanduser(os.environ[CACHE_ENV]))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(os.path.abspath(base), "seqvae")
+    """The user cache folder of seqvae (``seqvae.files.user_cache_dir``: ``$SEQVAE_CACHE_DIR``,
+    ``$XDG_CACHE_HOME/seqvae`` or ``~/.cache/seqvae``; not created here)."""
+    return user_cache_dir()
 
 
 def key_dir(key: str) -> str:

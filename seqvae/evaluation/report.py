@@ -134,8 +134,8 @@ def _json_safe(value: Any) -> Any:
 
 
 def write_report(run_dir: str, results: dict, samples: Sequence[str], test_smiles: Sequence[str],
-                 *, test_means: np.ndarray | None = None) -> str:
-    """Writes ``RUN_DIR/report/`` (see the module docstring) and returns its path.
+                 *, test_means: np.ndarray | None = None, folder: str | None = None) -> str:
+    """Writes ``RUN_DIR/report/`` (or ``folder``; see the module docstring) and returns its path.
 
     Plots that cannot be drawn (no matplotlib, nothing logged yet) are skipped; the reason is
     appended to ``results["notes"]``, which ends up in metrics.json and report.md.
@@ -147,8 +147,9 @@ def write_report(run_dir: str, results: dict, samples: Sequence[str], test_smile
       test_smiles: held-out sequences for the property histograms and the latent map.
       test_means: posterior means ``(len(test_smiles), L)`` of ``test_smiles`` for the latent
         map (the report draws no latent map without them).
+      folder: where to write it (None: ``RUN_DIR/report``).
     """
-    folder = os.path.join(os.fspath(run_dir), "report")
+    folder = folder or os.path.join(os.fspath(run_dir), "report")
     os.makedirs(folder, exist_ok=True)
     notes = results.setdefault("notes", [])
     molecules = results.get("tokenizer", "smiles") in ("smiles", "selfies")

@@ -1,7 +1,8 @@
 """The explorer's web page (Dash): the map, the selected molecule with its neighbours, the
-interpolation strip, prior samples, the optimisation panel when the run has a property head, and
-exports. Callbacks only read the page and call ``Explorer``; a ``SeqvaeError`` becomes a message
-beside the input that caused it, never a server error.
+interpolation strip, prior samples (or samples that meet typed conditions and a scaffold), the
+optimisation panel when the run has a property head, and exports. Callbacks only read the page
+and call ``Explorer``; a ``SeqvaeError`` becomes a message beside the input that caused it,
+never a server error.
 """
 
 from __future__ import annotations
@@ -165,9 +166,13 @@ def build_app(explorer: Explorer):
 
     @app.callback(Output("samples", "data"), Output("sample-message", "children"),
                   Input("sample-button", "n_clicks"), State("temperature", "value"),
-                  State("sample-count", "value"), prevent_initial_call=True)
-    def sample(clicks, temperature, count):
+                  State("sample-count", "value"), State("sample-where", "value"),
+                  State("sample-scaffold", "value"), prevent_initial_call=True)
+    def sample(clicks, temperature, count, where, scaffold):
         try:
+            if (where or "").strip() or (scaffold or "").strip():
+                return explorer.sample_where(count or 12, where or "", scaffold or "",
+                                             temperature or 1.0, seed=clicks or 0), ""
             return explorer.sample(count or 12, temperature or 1.0, seed=clicks or 0), ""
         except SeqvaeError as error:
             return None, str(error)
@@ -177,10 +182,12 @@ def build_app(explorer: Explorer):
         if not result:
             return []
         valid = sum(entry["valid"] for entry in result["molecules"])
-        return [html.Div(f"{valid}/{len(result['molecules'])} valid at temperature "
-                         f"{result['temperature']:g} ({result['sampler']})", className="note",
-                         style={"width": "100%"})
-                ] + [layout.card(entry) for entry in result["molecules"]]
+        title = result.get("summary") or (f"{valid}/{len(result['molecules'])} valid at "
+                                          f"temperature {result['temperature']:g} "
+                                          f"({result['sampler']})")
+        return [html.Div(title, className="note", style={"width": "100%"})] + [
+            layout.card(entry, layout.values_note(entry.get("values")))
+            for entry in result["molecules"]]
 
     if has_head:
         @app.callback(Output("optimisation", "data"), Output("optimise-message", "children"),

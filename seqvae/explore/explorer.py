@@ -1,6 +1,8 @@
 """What the explorer's page asks of the model, without the page: select a molecule and decode
-its neighbours, interpolate, sample, optimise. Each request runs one compiled, batched decode;
-the functions are traced once at start-up (``warm_up``), so requests never wait on tracing.
+its neighbours, interpolate, sample (also under conditions and a scaffold), optimise. Each
+request runs one compiled, batched decode; the functions are traced once at start-up
+(``warm_up``), so requests never wait on tracing (a conditioned sample, a search of several
+decodes, traces its prefixed decoder on its first request).
 
 Results are plain dicts and lists (JSON for the page's stores); a molecule as shown is an entry
 ``{"smiles", "valid", "similarity", "x", "y"}`` (similarity: Tanimoto to the request's reference
@@ -26,6 +28,7 @@ from seqvae.run import Run
 
 MAX_TYPED = 300  # characters in a typed SMILES
 LIMITS = {"count": (1, 64), "steps": (2, 30), "samples": (1, 64), "optimise_steps": (1, 100)}
+WHERE_SECONDS = 20.0  # a conditioned sample's search stops here: the page answers in time
 
 
 class Explorer:
@@ -204,6 +207,36 @@ class Explorer:
             texts = ids_to_texts(self.run.codec, ids.numpy())
         return {"molecules": self.entries(texts, z, None), "temperature": temperature,
                 "seed": seed, "sampler": f"rejection, {rounds} rounds" if rounds else "mask"}
+
+    def sample_where(self, count: int = 12, where: str = "", scaffold: str = "",
+                     temperature: float = 1.0, seed: int = 0) -> dict:
+        """``count`` distinct molecules that meet the conditions ``where`` (``"logp=2.5±0.5,
+        qed>=0.7"``) and hold ``scaffold``, each checked by RDKit, as ``seqvae sample --where
+        --scaffold`` finds them (``conditional.sample_where``), within ``WHERE_SECONDS``; each
+        mapped at its encoding.
+
+        Returns:
+            ``{"molecules": [entry + "values"], "temperature", "seed", "sampler", "summary"}``;
+            ``values`` maps each condition's property to the molecule's checked value.
+        """
+        from seqvae.conditional import sample_where
+
+        count = _clamp(count, "samples")
+        temperature = float(temperature)
+        check_sampling(temperature)
+        found = sample_where(self.run, count, where or (), (scaffold or "").strip() or None,
+                             temperature=temperature, seed=seed, time_budget=WHERE_SECONDS,
+                             head=getattr(self.head, "fitted", None))
+        z = np.zeros((len(found.molecules), self.latent_dim), np.float32)
+        encoded = encode_texts(self.run.codec, found.molecules, on_error="skip",
+                               check_molecules=False)
+        if len(encoded.ids):
+            z[encoded.kept] = self._encoder(tf.constant(encoded.ids))[0].numpy()
+        shown = self.entries(found.molecules, z, None)
+        for entry, values in zip(shown, found.values):
+            entry["values"] = {name: float(v) for name, v in zip(found.names, values)}
+        return {"molecules": shown, "temperature": temperature, "seed": seed,
+                "sampler": "conditioned", "summary": found.summary()}
 
     def optimise(self, z: list[float], name: str | None = None, steps: int = 20,
                  minimize: bool = False, beam: bool = False, reference: str | None = None) -> dict:

@@ -76,7 +76,7 @@ def build_map(run: Run, source="moses:test", n: int = 5000, method: str = "pca",
     if method == "umap":
         projection.require_umap()
     progress = progress or (lambda line: None)
-    folder = os.path.join(run.run_dir, "explore")
+    folder = run.output_dir("explore")  # the user's cache for a shipped model (read-only)
     key = cache_key(run, source, n, method)
     map_path = os.path.join(folder, f"map-{key}.npz")
     projection_path = projection.projection_file(folder, key, method)

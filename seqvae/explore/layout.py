@@ -157,6 +157,13 @@ def _sample_panel():
             dcc.Input(id="sample-count", type="number", min=1, max=64, value=12,
                       style={"width": "50px"}),
             html.Button("sample", id="sample-button", n_clicks=0)]),
+        html.Div(className="row", children=[
+            html.Label("where"),
+            dcc.Input(id="sample-where", type="text",
+                      placeholder="logp=2.5±0.5, qed>=0.7 (RDKit checks each molecule)"),
+            html.Label("scaffold"),
+            dcc.Input(id="sample-scaffold", type="text",
+                      placeholder="SMILES or SMARTS")]),
         *_results("sample-message", "samples", "sample-grid"),
     ]
 
@@ -199,6 +206,11 @@ def optimisation_note(name: str, entry: dict) -> str:
     value = entry.get("value")
     return (f"step {entry['step']}: {name} " + ("—" if value is None else f"{value:.3g}")
             + f" (pred {entry['predicted']:.3g})")
+
+
+def values_note(values: dict | None) -> str:
+    """A conditioned sample's checked values: ``logp 2.71 · qed 0.78`` ("" without any)."""
+    return " · ".join(f"{name} {value:.3g}" for name, value in (values or {}).items())
 
 
 def drawing(smiles: str, large: bool):

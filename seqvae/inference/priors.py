@@ -78,6 +78,7 @@ def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int
     run's training source by default) drawn at random (seeded; 0 = all of them: a file in some
     order, MOSES's among them, is not described by its first lines) and saves it in the run
     directory. Returns the ``FittedPrior`` or ``AggregatePrior``."""
+    run.check_writable("seqvae fit-prior")
     seqs = sources.read_sequences(data, run.config.data.column)
     if limit:
         seqs = sources.random_subset(seqs, limit, seed=0)

@@ -211,9 +211,9 @@ class Validation(Hook):
     and the count live in the checkpointed ``counters``, so a resumed run keeps counting)."""
 
     def __init__(self, config: TrainConfig, validation_batches, eval_step, counters: dict,
-                 log: MetricsLog):
+                 log: MetricsLog, best: "BestWeights | None" = None):
         self.config, self.batches, self.eval_step = config, validation_batches, eval_step
-        self.counters, self.log = counters, log
+        self.counters, self.log, self.best = counters, log, best
 
     def after_step(self, state: StepState) -> str:
         every = self.config.validate_every
@@ -230,14 +230,43 @@ class Validation(Hook):
         if kind == "epoch":
             record.update(self.log.epoch_means())
         self.log.record(record)
-        if not self.config.patience or "val_loss" not in record:
+        if not (self.config.patience or self.best) or "val_loss" not in record:
             return ""
         if record["val_loss"] < float(self.counters["best_val"].numpy()):
             self.counters["best_val"].assign(record["val_loss"])
             self.counters["bad_validations"].assign(0)
+            if self.best is not None:
+                self.best.keep(step)
         else:
             self.counters["bad_validations"].assign_add(1)
-        return "plateau" if int(self.counters["bad_validations"].numpy()) >= self.config.patience else ""
+        return "plateau" if self.config.patience and int(
+            self.counters["bad_validations"].numpy()) >= self.config.patience else ""
+
+
+class BestWeights:
+    """``train.restore_best``: the weights of the best validation pass so far, kept in
+    ``RUN_DIR/best/`` (a checkpoint of the model alone, so a resumed run still has them), and
+    put back in the model when training ends."""
+
+    DIRECTORY = "best"
+
+    def __init__(self, run_dir: str, model):
+        import os
+
+        self.model = model
+        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
+                                                  os.path.join(run_dir, self.DIRECTORY), 1)
+
+    def keep(self, step: int) -> None:
+        checkpoints_lib.save(self.manager, step, self.model.weights)
+
+    def restore(self) -> int | None:
+        """Puts the kept weights back; the step they are of (None: none kept)."""
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return None
+        tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
+        return checkpoints_lib.checkpoint_step(latest)
 
 
 def validation_losses(validation_batches, eval_step) -> dict:

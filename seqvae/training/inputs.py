@@ -97,8 +97,9 @@ class StreamedData:
 
 
 def open_training_data(config: Config, data, stored, strict: bool, strategy,
-                       run_dir: str | None = None):
-    """The in-memory or streamed training data of a run (resumed runs reuse their vocabulary).
+                       run_dir: str | None = None, codec=None):
+    """The in-memory or streamed training data of a run (resumed runs reuse their vocabulary,
+    a new run is given one with ``codec``, in-memory data only).
 
     With ``data.properties`` the properties of every row are computed once (cached in
     ``RUN_DIR/properties/training.npz``) and standardised with the training split's mean and
@@ -109,7 +110,7 @@ def open_training_data(config: Config, data, stored, strict: bool, strategy,
                           "and the default strategy; fit a head afterwards with "
                           "'seqvae fit-properties' instead")
     if not config.data.streaming:
-        prepared = prepare_data(config.data, data, codec=stored.codec if stored else None,
+        prepared = prepare_data(config.data, data, codec=stored.codec if stored else codec,
                                 seed=config.train.seed, strict=strict)
         if not config.data.properties:
             return InMemoryData(prepared, config, strategy)
@@ -120,6 +121,9 @@ def open_training_data(config: Config, data, stored, strict: bool, strategy,
 
     if strategy.num_replicas_in_sync > 1:
         raise SeqvaeError("streaming data runs with the default strategy only for now")
+    if codec is not None and not stored:
+        raise SeqvaeError("a given vocabulary (seqvae finetune) needs in-memory data: "
+                          "data.streaming=false")
     if data is None or not isinstance(data, str):
         raise SeqvaeError("streaming needs text files: give a path or glob pattern as DATA")
     files = streaming.expand_sources(data)

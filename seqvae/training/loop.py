@@ -35,7 +35,8 @@ from seqvae.messages import note
 
 
 def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
-          strict: bool = False, strategy: str | tf.distribute.Strategy = "default") -> dict:
+          strict: bool = False, strategy: str | tf.distribute.Strategy = "default",
+          codec=None, init=None) -> dict:
     """Trains a SequenceVAE into ``run_dir`` (created, or continued with ``resume``).
 
     Args:
@@ -47,6 +48,10 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
       strict: fail on invalid SMILES lines instead of skipping them.
       strategy: ``default``, ``mirrored``, ``multi-worker`` (reads ``TF_CONFIG``) or a
         ``tf.distribute.Strategy``. ``config.train.batch_size`` is the global batch.
+      codec: the ``TextCodec`` (vocabulary, tokenizer, length) a new run encodes its data with;
+        None fits one to the data (a resumed run keeps its own).
+      init: ``init(model)`` sets the starting weights of a run that has no checkpoint yet
+        (``seqvae.finetune``: a trained run's); None: random, seeded by ``train.seed``.
 
     Returns:
       A summary dict: steps, epochs, stop reason, last metrics, wall time, padding fraction.
@@ -54,6 +59,7 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
     if isinstance(strategy, str):
         strategy = distribute_lib.make_strategy(strategy)
     run_dir = os.fspath(run_dir)
+    run_lib.check_trainable(run_dir, "seqvae train")  # a model that ships with seqvae: read-only
     has_run = os.path.exists(os.path.join(run_dir, "run.json"))
     if resume and not has_run:  # killed before it wrote its run files, or never started
         if distribute_lib.is_chief(strategy):
@@ -69,14 +75,14 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
 
             shutil.rmtree(worker_dir)
             shutil.copytree(run_dir, worker_dir, ignore=shutil.ignore_patterns(".lock"))
-        return _train_locked(config, worker_dir, data, resume, strict, strategy, chief=False)
+        return _train_locked(config, worker_dir, data, resume, strict, strategy, False, codec, init)
     if not resume and has_run:
         raise SeqvaeError(f"{run_dir}: already holds a run; resume it or train into "
                           "another directory")
     try:  # a full disk or a read-only run directory, from the lock file on
         os.makedirs(run_dir, exist_ok=True)
         with run_lib.RunLock(run_dir):
-            return _train_locked(config, run_dir, data, resume, strict, strategy, chief=True)
+            return _train_locked(config, run_dir, data, resume, strict, strategy, True, codec, init)
     except OSError as error:
         raise SeqvaeError(f"{error.filename or run_dir}: {error.strerror or error}; the "
                           "checkpoints already written are intact: fix it and run the same "
@@ -84,9 +90,9 @@ def train(config: Config, run_dir: str, data=None, *, resume: bool = False,
 
 
 def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool,
-                  strategy: tf.distribute.Strategy, chief: bool) -> dict:
+                  strategy: tf.distribute.Strategy, chief: bool, codec, init) -> dict:
     started = time.monotonic()
-    config, source, stored = _open(config, run_dir, data, resume, strict, strategy, chief)
+    config, source, stored = _open(config, run_dir, data, resume, strict, strategy, chief, codec)
     tcfg, properties = config.train, source.properties
     total_steps = planned_steps(tcfg, source.steps_per_epoch)
     feature_grammar = None
@@ -108,6 +114,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
         if finished:
             return _finish_again(run_dir, config, finished, counters, model, chief, started,
                                  source)
+    if restored is None and init is not None:
+        init(model)
     planned = counters["planned"]
     if not tcfg.time_budget:  # a resumed run may train longer than first planned
         planned.assign(total_steps)
@@ -125,8 +133,9 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
     log = hooks_lib.MetricsLog(tcfg, metrics_path, writer, divergence, progress, bool(properties))
     saving = hooks_lib.Checkpointing(tcfg, manager, model, divergence,
                                      checkpoints_lib.checkpoint_step(restored) if restored else -1)
+    best = hooks_lib.BestWeights(run_dir, model) if tcfg.restore_best else None
     hooks = [divergence, log, hooks_lib.TimeBudget(tcfg, planned, total_steps, progress),
-             hooks_lib.Validation(tcfg, source.validation, eval_step, counters, log), saving,
+             hooks_lib.Validation(tcfg, source.validation, eval_step, counters, log, best), saving,
              hooks_lib.Signals(), hooks_lib.StepLimit(tcfg)]
     state, stop_reason = run_loop(train_step, source, counters, hooks, tcfg.epochs, strategy)
     step = int(counters["step"].numpy())
@@ -141,12 +150,15 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             "skipped; " + (f"the last good checkpoint {latest} is intact" if latest else
                            "no checkpoint was written") + "; lower train.learning_rate (or set "
             "train.clip_norm) and train into a new run directory")
-    if saving.saved_step != step:
+    weights_of = best.restore() if best is not None and stop_reason != "interrupted" else None
+    if saving.saved_step != step or weights_of is not None:
         saving.save(step)
     if chief:
         files.append_jsonl(metrics_path, {"kind": "end", "step": step, "stop_reason": stop_reason,
                                           "time_budget": tcfg.time_budget,
-                                          "skipped_steps": divergence.skipped})
+                                          "skipped_steps": divergence.skipped,
+                                          **({"weights_of_step": weights_of}
+                                             if weights_of is not None else {})})
     train_time, seen = (state.train_time, state.seen) if state else (0.0, 0)
     return {"run_dir": run_dir, "data": source, "steps": step,
             "epochs": int(counters["epoch"].numpy()), "stop_reason": stop_reason, "last": values,
@@ -154,7 +166,8 @@ def _train_locked(config: Config, run_dir: str, data, resume: bool, strict: bool
             "sequences_per_second": seen / max(train_time, 1e-9),
             "padding_fraction": source.padding_fraction(), "skipped_invalid": source.skipped,
             "skipped_nonfinite": divergence.skipped, "replicas": strategy.num_replicas_in_sync,
-            "chief": chief, "weights_checksum": weights_checksum(model)}
+            "weights_of_step": weights_of, "chief": chief,
+            "weights_checksum": weights_checksum(model)}
 
 
 def run_loop(train_step, source, counters: dict, hooks: list, epochs: int,
@@ -200,7 +213,7 @@ def run_loop(train_step, source, counters: dict, hooks: list, epochs: int,
 
 
 def _open(config: Config, run_dir: str, data, resume: bool, strict: bool,
-          strategy: tf.distribute.Strategy, chief: bool):
+          strategy: tf.distribute.Strategy, chief: bool, codec=None):
     """``(config, training data, stored run or None)``: the data (the stored run's source when
     resuming without one), the config as the data needs it (arrays: class ids), checked against
     the stored run's, and the run files of a new run."""
@@ -216,7 +229,7 @@ def _open(config: Config, run_dir: str, data, resume: bool, strict: bool,
     if stored is not None:
         _check_resume_config(stored.config, config, run_dir)
     source = open_training_data(config, data, stored, strict or not config.data.skip_invalid,
-                                 strategy, run_dir)
+                                 strategy, run_dir, codec)
     if for_class_ids and chief:
         note(f"seqvae: {data if isinstance(data, str) else 'the array'} holds class ids: "
               "its classes are the tokens (data.tokenizer=word), without Kekule SMILES or "
@@ -301,7 +314,8 @@ def describe_limits(config: Config, source, total_steps: int) -> str:
                  if tcfg.patience else "no early stopping")
     parts.append(describe_precision(tcfg.precision))
     if config.model.prior == "aggregate":
-        parts.append(f"then keeps the aggregate posterior of {config.model.prior_encodings:,} "
+        parts.append(f"then keeps the aggregate posterior of "
+                     f"{min(config.model.prior_encodings, source.train_size):,} "
                      f"training sequences as the prior (widened {config.model.prior_widen:g}x)")
     return "seqvae: training on " + ", ".join(parts)
 

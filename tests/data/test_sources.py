@@ -65,9 +65,18 @@ def test_csv_with_byte_order_mark(tmp_path):
 
 def test_csv_missing_column_names_file_and_line_1(tmp_path):
     path = tmp_path / "mols.csv"
-    path.write_text("id,smiles\n1,CCO\n")
+    path.write_text("id,structure\n1,CCO\n")
     message = error_of(path)
-    assert message.startswith(f"{path}:1: no column 'SMILES'") and "id, smiles" in message
+    assert message.startswith(f"{path}:1: no column 'SMILES'") and "id, structure" in message
+
+
+def test_a_column_named_in_another_case_is_found_when_only_one_is(tmp_path):
+    path = tmp_path / "drugs.csv"
+    path.write_text("name,smiles\naspirin,CC(=O)Oc1ccccc1C(=O)O\n")
+    assert sources.read_sequences(str(path), "SMILES").texts == ["CC(=O)Oc1ccccc1C(=O)O"]
+    ambiguous = tmp_path / "two.csv"
+    ambiguous.write_text("smiles,Smiles\nCC,CO\n")
+    assert error_of(ambiguous).startswith(f"{ambiguous}:1: no column 'SMILES'")
 
 
 def test_missing_column_message_stays_one_line(tmp_path):

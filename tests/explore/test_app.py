@@ -31,6 +31,16 @@ def test_the_optimise_panel_appears_only_with_a_property_head():
     assert "tab-optimise" in page and "logp (predicted)" in page and "col:pIC50 (predicted)" in page
 
 
+def test_the_sample_panel_has_a_condition_box_and_a_scaffold_box():
+    pytest.importorskip("dash", reason="the explore extra is not installed")
+    from seqvae.explore import layout
+
+    page = str(app.build_app(_explorer()).layout)
+    assert "sample-where" in page and "sample-scaffold" in page
+    assert layout.values_note({"logp": 2.71234, "qed": 0.78}) == "logp 2.71 · qed 0.78"
+    assert layout.values_note(None) == ""
+
+
 def test_without_dash_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "dash", None)
     with pytest.raises(SeqvaeError, match=r"pip install 'seqvae\[explore\]'"):

@@ -219,6 +219,31 @@ def test_optimisation_from_the_selected_molecule(browser, shots):
     browser.save_screenshot(str(shots / "6-optimisation.png"))
 
 
+def test_conditioned_samples_from_the_scaffold_and_where_boxes(browser, shots):
+    from rdkit import Chem
+    from selenium.webdriver.common.keys import Keys
+
+    browser.find_element("id", "tab-sample").click()
+    box = _wait(browser, lambda d: d.find_element("id", "sample-scaffold"), "the scaffold box")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE, "c1ccccc1")
+    browser.find_element("id", "sample-button").click()
+    _wait(browser, lambda d: "each checked (RDKit)" in d.find_element("id", "sample-grid").text,
+          "the search's summary above the molecules")
+    smiles = [card.find_element("class name", "smiles").text
+              for card in _cards(browser, "sample-grid")]
+    benzene = Chem.MolFromSmiles("c1ccccc1")
+    assert smiles and all(Chem.MolFromSmiles(s).HasSubstructMatch(benzene) for s in smiles)
+    browser.save_screenshot(str(shots / "7-conditioned-samples.png"))
+    where = browser.find_element("id", "sample-where")
+    where.send_keys(Keys.CONTROL, "a")
+    where.send_keys(Keys.DELETE, "foo>1")
+    browser.find_element("id", "sample-button").click()
+    message = _wait(browser, lambda d: d.find_element("id", "sample-message").text,
+                    "a message about the bad condition")
+    assert "unknown property 'foo'" in message
+
+
 def test_server_log_has_no_traceback(server, browser):
     url, log_path, process = server
     assert process.poll() is None, "the server stopped"

@@ -151,6 +151,23 @@ def test_samples_are_seeded_and_temperature_zero_is_greedy(explorer):
     assert first["sampler"] == "mask"  # the tiny run's default: model.rejection_rounds 0
 
 
+def test_conditioned_samples_hold_the_scaffold_and_are_mapped(explorer):
+    from rdkit import Chem
+
+    result = explorer.sample_where(6, "", "c1ccccc1", temperature=1.0, seed=3)
+    benzene = Chem.MolFromSmiles("c1ccccc1")
+    assert 0 < len(result["molecules"]) <= 6 and result["sampler"] == "conditioned"
+    for entry in result["molecules"]:
+        assert Chem.MolFromSmiles(entry["smiles"]).HasSubstructMatch(benzene)
+        assert entry["valid"] and entry["values"] == {}
+        assert np.isfinite([entry["x"], entry["y"]]).all()
+    assert "scaffold c1ccccc1, each checked (RDKit)" in result["summary"]
+    again = explorer.sample_where(6, "", "c1ccccc1", temperature=1.0, seed=3)
+    assert again["molecules"] == result["molecules"]  # the same for a seed
+    with pytest.raises(SeqvaeError, match="unknown property 'foo'"):
+        explorer.sample_where(6, "foo>1")
+
+
 def test_samples_come_by_rejection_where_the_run_samples_so(run, explorer):
     """A run sampling by rejection (the demo's) gives the page `seqvae sample`'s molecules, each
     at the z it was decoded from (a new one for a row the grammar rejected)."""

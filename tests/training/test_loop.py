@@ -18,6 +18,7 @@ from seqvae.training import doctor
 from seqvae.training.loop import train
 from seqvae.training.steps import build_training
 from seqvae.training.objective import compute_losses
+from seqvae.model.vae import SequenceVAE
 from seqvae.run import load_run
 
 
@@ -182,6 +183,29 @@ def test_patience_stops_a_run_that_no_longer_improves(tmp_path, smiles, capsys):
     assert len(epochs) == 3 and all("val_loss" in r for r in epochs)
     err = capsys.readouterr().err
     assert "seqvae: training on" in err and "stops after 2 validations without improvement" in err
+
+
+def test_restore_best_ends_with_the_weights_of_the_best_validation(tmp_path, smiles):
+    # a learning rate so high that the held-out loss jumps about: the last pass is not the best
+    config = with_train(tiny_config(), epochs=0, max_steps=30, validate_every=3,
+                        restore_best=True, learning_rate=0.5, lr_schedule="constant",
+                        kl_schedule="constant")
+    run_dir = str(tmp_path / "run")
+    summary = train(config, run_dir, smiles)
+    records = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+    losses = {r["step"]: r["val_loss"] for r in records if r["kind"] == "validation"}
+    best = min(losses, key=losses.get)
+    assert summary["weights_of_step"] == best and records[-1]["weights_of_step"] == best
+    assert best < max(losses)  # the last passes were worse: there is something to restore
+    final = load_run(run_dir)
+    kept = SequenceVAE(config.model, len(final.vocab), final.max_len).build_weights()
+    tf.train.Checkpoint(model=kept).restore(
+        os.path.join(run_dir, "best", f"ckpt-{best}")).expect_partial()
+    for a, b in zip(kept.weights, final.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # without restore_best the run ends with the last step's weights
+    plain = train(with_train(config, restore_best=False), str(tmp_path / "plain"), smiles)
+    assert plain["weights_of_step"] is None
 
 
 @pytest.mark.slow

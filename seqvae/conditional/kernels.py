@@ -1,0 +1,217 @@
+"""Where z is drawn for asked-for molecules: the posteriors of molecules known to meet the
+conditions, chosen by how often each has given new molecules that do.
+
+The run's prior draws z from the aggregate posterior, a kernel ``q(z | x_i)`` per training
+molecule (``seqvae.latent_prior``). Conditioned on a property, the kernels worth drawing from
+are those of molecules that have it: ``reference_table`` finds molecules whose RDKit values the
+run knows (the tables ``seqvae fit-properties`` cached, else computed once on the training
+data), ``near_target`` keeps those meeting the conditions (or, where few do, the nearest), and
+``Kernels`` holds their encodings, each widened by the run's ``model.prior_widen`` as the prior
+widens its own.
+
+Measured on the demo (``bench/kernel_signal.py``), a molecule decoded from a kernel is the
+kernel's own in 17% of draws and otherwise differs from it (its logP by 0.61 in the median), so
+which kernels pay is learned while sampling: each kernel's rate of new hits has a Beta posterior, and every batch draws from the
+kernels of highest Thompson sample (one z each, so a batch spreads over many kernels), and each
+new hit becomes a kernel itself (its encoding), starting from its parent's rate.
+
+The kernels are chosen by their molecules' RDKit values, not by the property head: on the demo
+the head's prediction at the drawn z (far from the posterior means it was fitted on) correlates
+0.07 with the decoded molecule's logP, its prediction at the kernel's centre 0.54, as the kernel
+molecule's own value does (``bench/kernel_signal.py``); the value is exact where the prediction
+errs, and needs no head. For a ``col:`` property, the value known for a reference molecule is its
+column's, read from the table the head was fitted on.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from seqvae import inference
+from seqvae.conditional.conditions import Condition
+from seqvae.data import properties as props
+from seqvae.data.preparation import encode_texts
+from seqvae.errors import SeqvaeError
+from seqvae.property_fit import known_properties, property_table
+from seqvae.run import Run
+
+REFERENCE_MOLECULES = 20_000  # molecules of the training data computed when none are cached
+MAX_KERNELS = 1_000  # reference kernels kept near the target (more are found while sampling)
+MIN_KERNELS = 256  # the nearest this many at least, where fewer meet the conditions
+PRIOR_RATE = 0.2  # a reference meeting the conditions: its assumed rate of new hits
+NEAR_RATE = 0.05  # a nearest one that does not
+PRIOR_STRENGTH = 4.0  # draws' worth of that assumption
+MIN_SHARE = 0.05  # of a batch drawn from the prior, and from the kernels, at least
+
+
+def reference_table(run: Run, names: Sequence[str],
+                    progress: Callable[[str], None] | None = None) -> props.PropertyTable:
+    """Molecules with known values of ``names``: those the run has cached
+    (``property_fit.known_properties``), else the first ``REFERENCE_MOLECULES`` of the run's
+    training data, computed by RDKit and cached in ``RUN/properties/``.
+
+    Raises:
+      SeqvaeError: a ``col:`` property with no cached table holding it, or a run whose
+        training data is not named.
+    """
+    names = tuple(names)
+    known = known_properties(run, names)
+    if known is not None:
+        return known
+    data = run.info.get("data_source")
+    if data is None:
+        raise SeqvaeError(f"{run.run_dir}: run.json names no training data to find molecules "
+                          "with the asked-for properties in")
+    if not names:  # a substructure only: any molecules will do
+        from seqvae.data.sources import read_sequences
+
+        seqs = read_sequences(data, run.config.data.column, REFERENCE_MOLECULES)
+        return props.PropertyTable(seqs.texts, (), np.zeros((len(seqs.texts), 0)),
+                                   seqs.line_numbers, seqs.source)
+    columns = [name for name in names if name.startswith(props.COLUMN_PREFIX)]
+    if columns:
+        raise SeqvaeError(f"{', '.join(columns)}: no molecules with known values in "
+                          f"{run.run_dir}/properties/; fit the head on that column first "
+                          f"('seqvae fit-properties {run.run_dir} --data FILE.csv --properties "
+                          f"...,{columns[0]}')")
+    if progress is not None:
+        progress(f"computing {', '.join(names)} of {REFERENCE_MOLECULES:,} molecules of {data} "
+                 f"(once: cached in {run.run_dir}/properties/)")
+    table = property_table(run, data, names, REFERENCE_MOLECULES)
+    keep = np.flatnonzero(~table.nan_rows())
+    return props.PropertyTable([table.texts[i] for i in keep], names, table.values[keep],
+                               [table.line_numbers[i] for i in keep], table.source)
+
+
+def near_target(table: props.PropertyTable, conditions: Sequence[Condition],
+                mask: np.ndarray | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``table`` to draw z near, and each one's assumed rate of new hits.
+
+    Every row meeting the conditions (at most ``MAX_KERNELS``, drawn at random with ``seed``),
+    and where fewer than ``MIN_KERNELS`` do, the nearest others (distance outside each interval
+    in units of the property's spread). ``mask`` (bool ``(N,)``) restricts the rows (e.g. to
+    molecules holding a scaffold).
+
+    Returns:
+      ``(rows int (K,), rate float (K,))``.
+    """
+    distance = np.zeros(len(table.texts))
+    depth = np.full(len(table.texts), np.inf)
+    for condition in conditions:
+        column = table.values[:, table.names.index(condition.name)]
+        spread = float(np.nanstd(column)) or 1.0
+        distance += condition.distance(column) / spread
+        depth = np.minimum(depth, condition.depth(column) / spread)
+    if mask is not None:
+        distance[~mask] = np.inf
+    meeting = np.flatnonzero(distance == 0)
+    rng = np.random.default_rng([seed, 0x7E5])
+    if len(meeting) > MAX_KERNELS:  # the deepest inside: what is decoded near them strays less
+        order = np.lexsort((rng.random(len(meeting)), -depth[meeting]))
+        meeting = np.sort(meeting[order[:MAX_KERNELS]])
+    rows, rate = meeting, np.full(len(meeting), PRIOR_RATE)
+    if len(rows) < MIN_KERNELS:
+        order = np.argsort(distance, kind="stable")
+        order = order[np.isfinite(distance[order]) & (distance[order] > 0)]
+        near = order[:MIN_KERNELS - len(rows)]
+        rows = np.concatenate([rows, near])
+        rate = np.concatenate([rate, np.full(len(near), NEAR_RATE)])
+    return rows.astype(np.int64), rate
+
+
+class Kernels:
+    """Latent kernels ``N(mean_k, diag(scale_k^2))`` with a learned rate of new hits each, and
+    the run's prior as one more arm.
+
+    A batch's draws are split between the prior and the kernels by Thompson's probability
+    matching (the share of paired draws from the two arms' Beta posteriors in which the prior's
+    rate is the higher, kept within ``MIN_SHARE`` .. ``1 - MIN_SHARE``): where the prior meets
+    the conditions about as often as the kernels do (common targets), most of the batch comes
+    from it, and the search is never much slower than sampling the prior and filtering.
+
+    Args:
+      means, scales: float32 ``(K, L)``.
+      rate: float ``(K,)`` the assumed rate of each before any draw.
+      seed: draws the Thompson samples and the noise.
+    """
+
+    def __init__(self, means: np.ndarray, scales: np.ndarray, rate: np.ndarray, seed: int = 0):
+        self.means = np.asarray(means, np.float32)
+        self.scales = np.asarray(scales, np.float32)
+        self.rate = np.clip(np.asarray(rate, np.float64), 1e-3, 1 - 1e-3)
+        self.draws = np.zeros(len(self.means))
+        self.hits = np.zeros(len(self.means))
+        self.prior_draws = self.prior_hits = 0.0
+        self.rng = np.random.default_rng([seed, 0x4B3])
+
+    def __len__(self) -> int:
+        return len(self.means)
+
+    def prior_share(self) -> float:
+        """The share of the next batch drawn from the prior (probability matching)."""
+        kernel_draws, kernel_hits = self.draws.sum(), self.hits.sum()
+        prior = self.rng.beta(self.prior_hits + 1, self.prior_draws - self.prior_hits + 1, 512)
+        kernels = self.rng.beta(kernel_hits + 1, kernel_draws - kernel_hits + 1, 512)
+        return float(np.clip(np.mean(prior > kernels), MIN_SHARE, 1 - MIN_SHARE))
+
+    def choose(self, count: int) -> np.ndarray:
+        """``count`` kernel indices ``(count,)``, -1 for a draw from the prior: the kernels of
+        highest Thompson sample from each one's Beta posterior, distinct while there are enough
+        kernels."""
+        from_prior = int(round(count * self.prior_share()))
+        alpha = self.hits + PRIOR_STRENGTH * self.rate
+        beta = self.draws - self.hits + PRIOR_STRENGTH * (1 - self.rate)
+        order = np.argsort(-self.rng.beta(alpha, beta), kind="stable")
+        return np.concatenate([np.resize(order, count - from_prior),
+                               np.full(from_prior, -1)]).astype(np.int64)
+
+    def draw(self, chosen: np.ndarray, prior_z: np.ndarray) -> np.ndarray:
+        """float32 ``(len(chosen), L)``: one z from each chosen kernel, ``prior_z``'s row where
+        the draw is the prior's."""
+        z = np.array(prior_z, np.float32)
+        rows = np.flatnonzero(chosen >= 0)
+        eps = self.rng.standard_normal((len(rows), self.means.shape[1])).astype(np.float32)
+        z[rows] = self.means[chosen[rows]] + self.scales[chosen[rows]] * eps
+        return z
+
+    def update(self, chosen: np.ndarray, new_hit: np.ndarray) -> None:
+        """Counts a draw for each chosen kernel (or the prior), and a hit where its draw was a
+        new hit."""
+        new_hit = np.asarray(new_hit, np.float64)
+        prior = chosen < 0
+        self.prior_draws += float(prior.sum())
+        self.prior_hits += float(new_hit[prior].sum())
+        np.add.at(self.draws, chosen[~prior], 1.0)
+        np.add.at(self.hits, chosen[~prior], new_hit[~prior])
+
+    def posterior_rate(self, rows: np.ndarray) -> np.ndarray:
+        """The posterior mean rate of new hits of kernels ``rows`` (-1: the prior's)."""
+        rows = np.asarray(rows)
+        kernel = np.maximum(rows, 0)
+        rate = ((self.hits[kernel] + PRIOR_STRENGTH * self.rate[kernel])
+                / (self.draws[kernel] + PRIOR_STRENGTH))
+        prior = (self.prior_hits + 1) / (self.prior_draws + 2)
+        return np.where(rows < 0, prior, rate)
+
+    def add(self, means: np.ndarray, scales: np.ndarray, rate: np.ndarray) -> None:
+        """New kernels (the encodings of new hits), each with an assumed rate."""
+        self.means = np.concatenate([self.means, np.asarray(means, np.float32)])
+        self.scales = np.concatenate([self.scales, np.asarray(scales, np.float32)])
+        self.rate = np.concatenate([self.rate, np.clip(rate, 1e-3, 1 - 1e-3)])
+        self.draws = np.concatenate([self.draws, np.zeros(len(means))])
+        self.hits = np.concatenate([self.hits, np.zeros(len(means))])
+
+
+def encoded_kernels(run: Run, texts: Sequence[str], widen: float | None = None):
+    """``(rows, means (K, L), scales (K, L))`` of the texts the run can encode: their posterior
+    means, and standard deviations widened by ``widen`` (None: ``model.prior_widen``)."""
+    widen = run.config.model.prior_widen if widen is None else widen
+    encoded = encode_texts(run.codec, list(texts), on_error="skip", check_molecules=False)
+    if not len(encoded.ids):
+        latent = run.config.model.latent_dim
+        return np.zeros(0, np.int64), np.zeros((0, latent), np.float32), np.zeros((0, latent),
+                                                                                 np.float32)
+    means, log_vars = inference.encode_batches(run, encoded.ids)
+    return encoded.kept, means, (widen * np.exp(0.5 * log_vars)).astype(np.float32)
