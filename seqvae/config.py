@@ -18,7 +18,8 @@ from seqvae.errors import SeqvaeError
 
 ENCODERS = ("gru", "conv", "dense")
 DECODER_INPUTS = ("teacher_forcing", "free_running", "latent_only")
-Z_CONDITIONINGS = ("init", "concat", "both")
+Z_CONDITIONINGS = ("init", "concat", "both")  # how the decoder reads z (the VAE's modes)
+LANGUAGE_MODEL = "none"  # model.z_conditioning: the decoder ignores z, a plain language model
 PRIORS = ("standard", "aggregate")  # model.prior
 KL_SCHEDULES = ("constant", "linear", "sigmoid", "cyclical")
 KL_REDUCTIONS = ("per_token", "per_molecule")
@@ -48,6 +49,7 @@ class ModelConfig:
     decoder_dropout: float = 0.0  # dropout between decoder layers (training only)
     decoder_input: str = "teacher_forcing"  # teacher_forcing | free_running | latent_only
     z_conditioning: str = "both"  # init (z -> initial states) | concat (z at every step) | both
+    #   | none (the decoder ignores z: a language model, the CharRNN control of a VAE)
     init_per_layer: bool = True  # init: one z -> state map per decoder layer (False: one shared, MOSES)
     embedding_dim: int = 0  # learned token embedding size; 0 = fixed one-hot (MOSES default)
     property_head_depth: int = 3  # hidden layers of the property head on z (chemical VAE: 3)
@@ -65,7 +67,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check_choice("model.encoder", self.encoder, ENCODERS)
         _check_choice("model.decoder_input", self.decoder_input, DECODER_INPUTS)
-        _check_choice("model.z_conditioning", self.z_conditioning, Z_CONDITIONINGS)
+        _check_choice("model.z_conditioning", self.z_conditioning,
+                      Z_CONDITIONINGS + (LANGUAGE_MODEL,))
+        if self.z_conditioning == LANGUAGE_MODEL and self.decoder_input == "latent_only":
+            raise SeqvaeError("model.z_conditioning=none leaves a latent_only decoder no input")
         for name in ("encoder_units", "encoder_layers", "latent_dim", "decoder_units",
                      "decoder_layers", "conv_filters", "conv_kernel_size"):
             if getattr(self, name) < 1:

@@ -38,7 +38,8 @@ class Decoder(BuiltOnFirstCall, keras.Model):
     the state machine as it decodes; training reads ``teacher_forced_features``).
     z conditioning (``config.z_conditioning``): ``init`` sets every layer's initial state to a
     linear map of z (MOSES), ``concat`` appends z to the input of the first layer at every step
-    (its projection is computed once), ``both`` does both.
+    (its projection is computed once), ``both`` does both, ``none`` neither: the decoder is a
+    language model that z does not reach (the control a VAE is measured against).
     """
 
     def __init__(self, config: ModelConfig, vocab_size: int, start_id: int | None = BOS_ID, **kwargs):

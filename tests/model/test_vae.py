@@ -8,6 +8,7 @@ import tensorflow as tf
 from conftest import tiny_config
 
 from seqvae.config import DECODER_INPUTS, Z_CONDITIONINGS, ModelConfig
+from seqvae.errors import SeqvaeError
 from seqvae.model import decoding
 from seqvae.model.vae import SequenceVAE
 from seqvae.training import doctor
@@ -32,6 +33,26 @@ def test_every_weight_gets_a_gradient_eager_graph_xla(decoder_input, z_condition
         assert np.isfinite(report.loss)
     # eager and graph agree tightly (same stateless seed)
     assert abs(reports[0].loss - reports[1].loss) < 1e-5
+
+
+@pytest.mark.parametrize("decoder_input", ["teacher_forcing", "free_running"])
+def test_language_model_control_ignores_z_and_trains_every_weight(decoder_input):
+    """``z_conditioning=none``: the decoder is a language model (the VAE's same-budget control):
+    its logits do not depend on z, its weights get the reconstruction's gradients and the
+    encoder KL's, eagerly and in tf.function."""
+    config = tiny_config(decoder_input=decoder_input, z_conditioning="none")
+    ids = doctor.example_batch(vocab_size=12, max_len=10)
+    for report in doctor.check_gradients(config, ids, vocab_size=12,
+                                         executions=("eager", "tf.function")):
+        assert report.ok, report
+    model = SequenceVAE(config.model, 12, 10).build_weights()
+    inputs = model.decoder_inputs(ids)
+    z = tf.random.stateless_normal([int(ids.shape[0]), config.model.latent_dim], seed=[1, 2])
+    np.testing.assert_allclose(model.decoder(z, inputs), model.decoder(3 * z + 1, inputs),
+                               atol=1e-6)
+    assert not any("z_to_state" in v.path for v in model.trainable_variables)
+    with pytest.raises(SeqvaeError, match="latent_only"):
+        tiny_config(decoder_input="latent_only", z_conditioning="none")
 
 
 @pytest.mark.parametrize("encoder,extra", [("gru", {"encoder_bidirectional": True, "encoder_layers": 2}),
