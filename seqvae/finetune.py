@@ -35,7 +35,7 @@ from seqvae.data import adaptation, sources
 from seqvae.data.batching import validation_split
 from seqvae.errors import SeqvaeError
 from seqvae.messages import note
-from seqvae.run import FINETUNE_FILE, finetune_files
+from seqvae.run import FINETUNE_FILE, finetune_files, finetune_record
 
 
 @dataclass(frozen=True)
@@ -106,13 +106,11 @@ def adapt_data(base, data, settings: FinetuneSettings):
     seqs = sources.read_sequences(data, settings.column or base.config.data.column)
     if not settings.extend_vocab:
         return adaptation.adapt(seqs, base.codec, strip=settings.strip), base.codec
-    texts = seqs.texts
-    if base.codec.molecules and settings.strip:
-        texts = [adaptation.standardize(text, drop_stereo=False)[0] for text in texts]
+    cleaned = adaptation.clean(seqs, base.codec.molecules, strip=settings.strip)
     fixed_length = base.config.model.encoder in ("conv", "dense")
-    codec = adaptation.grown_codec(base.codec, [t for t in texts if t is not None],
+    codec = adaptation.grown_codec(base.codec, cleaned.texts,
                                    base.max_len if fixed_length else settings.max_len)
-    return adaptation.adapt(seqs, codec, strip=settings.strip, drop_stereo=False), codec
+    return adaptation.encode(cleaned, codec), codec
 
 
 def finetune(base_dir: str, data, out: str, settings: FinetuneSettings = FinetuneSettings(), *,
@@ -208,17 +206,15 @@ def _write_molecules(out: str, texts: list[str], train_rows, held_rows, resume: 
 
 def _check_record(out: str, record: dict, resume: bool) -> None:
     """Writes ``out/finetune.json``; resuming, refuses another BASE, data or settings."""
-    path = os.path.join(out, FINETUNE_FILE)
-    if resume and os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            stored = json.load(handle)
+    stored = finetune_record(out) if resume else None
+    if stored is not None:
         changed = [key for key in ("base", "data", "base_weights", "settings")
                    if stored.get(key) != json.loads(json.dumps(record[key]))]
         if changed:
             raise SeqvaeError(f"{out}: was fine-tuned with another {', '.join(changed)}; "
                               "resume with the same BASE, data and options, or choose another --out")
         return
-    files.write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+    files.write_text_atomic(os.path.join(out, FINETUNE_FILE), json.dumps(record, indent=2) + "\n")
 
 
 def compare_with_base(run_dir: str, n: int = 1000, seed: int = 0, include_fcd: bool = True,
@@ -229,11 +225,10 @@ def compare_with_base(run_dir: str, n: int = 1000, seed: int = 0, include_fcd: b
     from seqvae.evaluation.comparison import compare_runs
     from seqvae.run import load_run
 
-    paths = finetune_files(run_dir)
-    if paths is None:
+    record = finetune_record(run_dir)
+    if record is None:
         raise SeqvaeError(f"{run_dir}: not a fine-tuned run (no {FINETUNE_FILE})")
-    with open(os.path.join(run_dir, FINETUNE_FILE), encoding="utf-8") as handle:
-        base_dir = json.load(handle)["base"]
+    base_dir, paths = record["base"], finetune_files(run_dir)
     test, train = (sources.read_sequences(paths[name]).texts for name in ("held_out", "fine_tuning"))
     return compare_runs({"base": load_run(base_dir), "fine-tuned": load_run(run_dir)}, test,
                         train, n=n, seed=seed, include_fcd=include_fcd, progress=progress)

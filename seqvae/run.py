@@ -264,6 +264,16 @@ def load_run(run_dir: str, checkpoint: str | None = None) -> Run:
 FINETUNE_FILE = "finetune.json"  # where a fine-tuned run came from (seqvae.finetune)
 
 
+def finetune_record(run_dir: str) -> dict | None:
+    """``run_dir/finetune.json`` (BASE, data, settings and counts of a ``seqvae finetune``);
+    None for a run that was not fine-tuned."""
+    path = os.path.join(run_dir, FINETUNE_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def finetune_files(run_dir: str, check: bool = True) -> dict[str, str] | None:
     """The molecule files of a fine-tuned run (``seqvae finetune``): ``molecules`` (all it
     trained and validated on), ``held_out`` (the share held out: ``seqvae evaluate``'s default

@@ -83,7 +83,8 @@ def standardize(smiles: str, drop_stereo: bool) -> tuple[str | None, bool, bool]
 
 def adapt(seqs: sources.Sequences, codec: TextCodec, *, strip: bool = True,
           drop_stereo: bool | None = None) -> AdaptedMolecules:
-    """The molecules of ``seqs`` as ``codec`` can write them, and what it cannot, by kind.
+    """The molecules of ``seqs`` as ``codec`` can write them, and what it cannot, by kind:
+    ``encode(clean(...), codec)``.
 
     Args:
       seqs: what was read (``sources.read_sequences``).
@@ -95,29 +96,48 @@ def adapt(seqs: sources.Sequences, codec: TextCodec, *, strip: bool = True,
     Returns:
       ``AdaptedMolecules``; rows the codec cannot encode are in ``left_out``.
     """
-    texts, lines = list(seqs.texts), list(seqs.line_numbers)
-    adapted = AdaptedMolecules([], [], seqs.source, len(texts))
-    invalid: list[tuple[int, str, str]] = []
-    if codec.molecules:
-        drop = not writes_stereo(codec.vocab) if drop_stereo is None else drop_stereo
-        standardized = []
-        for line, text in zip(lines, texts):
-            if not strip and "." in text:
-                standardized.append((line, text))
-                continue
-            clean, stripped, dropped = standardize(text, drop)
-            if clean is None:
+    if drop_stereo is None:
+        drop_stereo = codec.molecules and not writes_stereo(codec.vocab)
+    return encode(clean(seqs, codec.molecules, strip=strip, drop_stereo=drop_stereo), codec)
+
+
+def clean(seqs: sources.Sequences, molecules: bool, *, strip: bool = True,
+          drop_stereo: bool = False) -> AdaptedMolecules:
+    """The molecules of ``seqs`` standardized (``standardize``; a text run's texts as read):
+    invalid SMILES in ``left_out["invalid"]``, the rest in ``texts`` for ``encode`` or
+    ``grown_codec``. Without ``strip``, a molecule of several fragments is kept as read."""
+    cleaned = AdaptedMolecules(list(seqs.texts), list(seqs.line_numbers), seqs.source,
+                               len(seqs.texts))
+    if not molecules:
+        return cleaned
+    cleaned.texts, cleaned.line_numbers = [], []
+    invalid = []
+    for line, text in zip(seqs.line_numbers, seqs.texts):
+        if not strip and "." in text:
+            clean_text = text
+        else:
+            clean_text, stripped, dropped = standardize(text, drop_stereo)
+            if clean_text is None:
                 invalid.append((line, text, f"invalid SMILES {text[:60]!r}"))
                 continue
-            adapted.stripped += stripped
-            adapted.without_stereo += dropped
-            standardized.append((line, clean))
-        lines, texts = [line for line, _ in standardized], [text for _, text in standardized]
-    encoded = encode_texts(codec, texts, on_error="skip", source=seqs.source, line_numbers=lines)
-    adapted.texts = encoded.texts
-    adapted.line_numbers = [lines[row] for row in encoded.kept]
+            cleaned.stripped += stripped
+            cleaned.without_stereo += dropped
+        cleaned.texts.append(clean_text)
+        cleaned.line_numbers.append(line)
     if invalid:
-        adapted.left_out["invalid"] = invalid
+        cleaned.left_out["invalid"] = invalid
+    return cleaned
+
+
+def encode(cleaned: AdaptedMolecules, codec: TextCodec) -> AdaptedMolecules:
+    """``cleaned`` (``clean``) with what ``codec`` cannot encode moved to ``left_out`` by kind,
+    and the tokens it lacks counted in ``missing_tokens``."""
+    texts, lines = cleaned.texts, cleaned.line_numbers
+    encoded = encode_texts(codec, texts, on_error="skip", source=cleaned.source,
+                           line_numbers=lines)
+    adapted = AdaptedMolecules(encoded.texts, [lines[row] for row in encoded.kept],
+                               cleaned.source, cleaned.read, cleaned.stripped,
+                               cleaned.without_stereo, dict(cleaned.left_out))
     tokenizer = get_tokenizer(codec.tokenizer)
     for row, kind, message in encoded.problems:
         adapted.left_out.setdefault(kind, []).append((lines[row], texts[row], message))
