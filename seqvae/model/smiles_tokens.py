@@ -19,6 +19,9 @@ _MAX_VALENCE = {
 }
 # Aromatic atoms: implicit aromatic bonds count 1 unit each (c: 3 ring bonds, or 2 and a =O).
 _AROMATIC_VALENCE = {"b": 3, "c": 4, "n": 3, "o": 2, "p": 4, "s": 4, "se": 4, "te": 4, "as": 4}
+_ORDER = ("H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn Ga Ge "
+          "As Se Br Kr Rb Sr Y Zr Nb Mo Tc Ru Rh Pd Ag Cd In Sn Sb Te I Xe").split()
+_NOBLE = {"He", "Ne", "Ar", "Kr", "Xe"}
 _ORGANIC = {"B", "C", "N", "O", "P", "S", "F", "Cl", "Br", "I", "*", "b", "c", "n", "o", "p", "s"}
 _BRACKET = re.compile(r"\[(\d*)(\*|[A-Z][a-z]?|[a-z][a-z]?)(@[A-Z]{2}\d+|@*)(H\d*)?([+-]+\d*)?"
                       r"(:\d+)?\]")
@@ -29,7 +32,7 @@ _UNKNOWN_VALENCE = 8
 def atom_valence(token: str) -> int | None:
     """Bond-order units an atom token can hold (its hydrogens subtracted), or None if not an atom.
 
-    >>> atom_valence("C"), atom_valence("[nH]"), atom_valence("[N+]"), atom_valence("Cl")
+    >>> atom_valence("C"), atom_valence("[nH]"), atom_valence("[N+]"), atom_valence("[O-]")
     (4, 2, 4, 1)
     """
     if token in _ORGANIC:
@@ -38,15 +41,38 @@ def atom_valence(token: str) -> int | None:
     if not match:
         return None
     _, symbol, _, hydrogens, charge, _ = match.groups()
-    base = _AROMATIC_VALENCE.get(symbol) if symbol.islower() else _MAX_VALENCE.get(symbol)
-    base = _UNKNOWN_VALENCE if base is None else base
     h_count = 0 if not hydrogens else int(hydrogens[1:] or 1)
     charge_size = 0
     if charge:
         digits = charge.lstrip("+-")
         charge_size = int(digits) if digits else len(charge)
-    # A charge can raise the valence (N+ 4, B- 4) or lower it (O- 1): count it up (generous).
-    return max(base + charge_size - h_count, 0)
+    signed = charge_size if charge and charge[0] == "+" else -charge_size
+    base = _charged_valence(symbol, signed)
+    if base is None:  # not a main-group element of the tables: the charge counted up (generous)
+        base = _AROMATIC_VALENCE.get(symbol) if symbol.islower() else _MAX_VALENCE.get(symbol)
+        base = _UNKNOWN_VALENCE if base is None else base + charge_size
+    return max(base - h_count, 0)
+
+
+def _charged_valence(symbol: str, charge: int) -> int | None:
+    """The valence of a main-group atom of this charge: that of the element with as many
+    electrons (RDKit's rule: N+ as C, 4; O- as F, 1; S+ as P; B- as C; Na+ as Ne, 0); None for an
+    element outside the tables."""
+    aromatic = symbol.islower()
+    element = symbol.capitalize()
+    if element not in _ORDER or (element not in _MAX_VALENCE and element not in _NOBLE):
+        return None
+    number = _ORDER.index(element) + 1 - charge
+    if number < 1:
+        return 0
+    if number > len(_ORDER):
+        return None
+    like = _ORDER[number - 1]
+    if like in _NOBLE:
+        return 0
+    if aromatic:
+        return _AROMATIC_VALENCE.get(like.lower(), _MAX_VALENCE.get(like))
+    return _MAX_VALENCE.get(like)
 
 
 def token_class(token: str) -> int:

@@ -49,6 +49,10 @@ def test_atom_valences_and_classes():
     assert [atom_valence(t) for t in ("C", "N", "O", "F", "Cl", "c", "[nH]", "[N+]", "[C@@H]",
                                       "[NH3+]", "*")] == [4, 3, 2, 1, 1, 4, 2, 4, 3, 1, 8]
     assert atom_valence("(") is None and atom_valence("=") is None
+    # a charged atom holds what the element with as many electrons holds (RDKit's rule)
+    assert [atom_valence(t) for t in ("[O-]", "[N-]", "[C-]", "[B-]", "[S-]", "[P+]", "[o+]",
+                                      "[n-]", "[NH4+]", "[Na+]", "[Cl-]", "[Pt+2]")] == [
+        1, 2, 3, 4, 1, 4, 3, 2, 0, 0, 0, 8]
     assert [token_class(t) for t in ("C", "=", "(", ")", "1", "%12", "+", "[nH]")] == [
         ATOM, BOND, OPEN, CLOSE, RING, RING, OTHER, ATOM]
 
@@ -80,10 +84,18 @@ def test_every_valid_smiles_passes_step_by_step():
     ("C1(=C)CCC=1", 10),  # a double ring bond onto an opener with no unit left
     ("C#O", 2),  # O cannot take a triple bond
     ("C=", 2),  # <eos> after a bond
+    ("C[O-]C", 2),  # O- holds one bond (as F)
+    ("C1CC[O-]1", 4),  # ... a ring bond neither
 ])
 def test_broken_smiles_are_stopped_where_they_break(text, position):
     vocab = _vocab([])
     assert _first_violations([text], vocab) == [position]
+
+
+def test_an_ion_of_no_valence_stands_alone():
+    vocab = _vocab(["[Na+]", "[NH4+]"])
+    assert _first_violations(["[Na+]", "C.[Na+]", "[NH4+]", "[Na+]C", "C[NH4+]"], vocab) == [
+        -1, -1, -1, 1, 1]
 
 
 def test_the_prefix_keeps_room_to_close_within_max_len():
