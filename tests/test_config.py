@@ -144,7 +144,7 @@ def test_ints_are_accepted_for_floats():
 @pytest.mark.parametrize("values, fragment", [
     ({"model": {"decoder_input": "x"}}, "model.decoder_input must be one of"),
     ({"model": {"encoder": "lstm"}}, "model.encoder must be one of"),
-    ({"model": {"z_conditioning": "none"}}, "model.z_conditioning must be one of"),
+    ({"model": {"z_conditioning": "zero"}}, "model.z_conditioning must be one of"),
     ({"model": {"latent_dim": 0}}, "model.latent_dim must be at least 1"),
     ({"model": {"rejection_rounds": -1}}, "model.rejection_rounds must be >= 0"),
     ({"model": {"decoder_dropout": 1.0}}, "model.decoder_dropout"),
