@@ -4,8 +4,9 @@ quality of what it samples and how much it reconstructs.
 For each checkpoint ``ckpt-S`` of ``RUN`` (or those given with ``--steps``), a view of the run at
 that step is made in ``OUT/step-S`` (the run's files and that checkpoint), and
 
-- its prior is the aggregate posterior of 50,000 MOSES training molecules drawn at random, as the
-  run keeps when training ends (``seqvae fit-prior --aggregate``);
+- its prior is the aggregate posterior of ``model.prior_encodings`` (50,000) MOSES training
+  molecules drawn at random, as the run keeps when training ends (``seqvae fit-prior
+  --aggregate``);
 - ``--samples`` molecules are sampled as ``seqvae sample`` samples them (by rejection under the
   grammar): validity, unique@10k, novelty against MOSES train, and FCD against MOSES's own
   ChemNet statistics of its test split (needs ``pip install 'seqvae[fcd]'``);
@@ -80,7 +81,8 @@ def measure(view: str, samples: int, recon: int) -> dict:
     started = time.monotonic()
     run = load_run(view)
     train = read_sequences("moses:train").texts
-    inference.fit_prior(run, random_subset(read_sequences("moses:train"), 50_000, seed=0).texts,
+    kernels = run.config.model.prior_encodings
+    inference.fit_prior(run, random_subset(read_sequences("moses:train"), kernels, seed=0).texts,
                         limit=0, aggregate=True)
     stats: dict = {}
     drawn = inference.sample(run, samples, seed=0, stats=stats)
