@@ -68,38 +68,48 @@ def training_hours(run_dir: str, step: int) -> float:
     return max((seconds for logged, seconds in times.items() if logged <= step), default=0.0) / 3600
 
 
-def measure(view: str, samples: int, recon: int) -> dict:
-    import numpy as np
-
+def sample_quality(run, samples: int, train: set, temperature: float = 1.0,
+                   prior: str | None = None) -> dict:
+    """``samples`` molecules drawn as ``seqvae sample`` draws them (by rejection under the
+    grammar; ``prior`` and ``temperature`` as its options): validity, unique@10k, novelty
+    against ``train``, FCD against MOSES's own test statistics, the share rejected."""
     from seqvae import inference
     from seqvae.data.chemistry import canonical_smiles
-    from seqvae.data.sources import random_subset, read_sequences
     from seqvae.evaluation import chemnet, metrics
     from seqvae.evaluation.moses_files import _moses_fcd_statistics
-    from seqvae.run import load_run
 
-    started = time.monotonic()
-    run = load_run(view)
-    train = read_sequences("moses:train").texts
-    kernels = run.config.model.prior_encodings
-    inference.fit_prior(run, random_subset(read_sequences("moses:train"), kernels, seed=0).texts,
-                        limit=0, aggregate=True)
     stats: dict = {}
-    drawn = inference.sample(run, samples, seed=0, stats=stats)
+    drawn = inference.sample(run, samples, seed=0, stats=stats, temperature=temperature,
+                             prior=prior)
     valid = [text for text in map(canonical_smiles, drawn) if text is not None]
     reference = _moses_fcd_statistics("test")
     fcd = chemnet.frechet_distance(chemnet.chemnet_statistics(valid),
                                    (reference["mean"], reference["covariance"]))
-    test = random_subset(read_sequences("moses:test"), recon, seed=0).texts
-    greedy = inference.reconstruct(run, test, num_samples=0)
     return {"valid": len(valid) / max(len(drawn), 1),
             "unique@10k": metrics.fraction_unique(valid, 10_000, check_validity=False),
-            "novelty": metrics.novelty(valid, set(train)), "fcd_test": float(fcd),
-            "rejected": stats.get("rejected", 0.0),
-            "recon_greedy": greedy["exact_match_mean_z"],
+            "novelty": metrics.novelty(valid, train), "fcd_test": float(fcd),
+            "rejected": stats.get("rejected", 0.0), "samples": samples}
+
+
+def measure(view: str, samples: int, recon: int) -> dict:
+    import numpy as np
+
+    from seqvae import inference
+    from seqvae.data.sources import random_subset, read_sequences
+    from seqvae.run import load_run
+
+    started = time.monotonic()
+    run = load_run(view)
+    train = set(read_sequences("moses:train").texts)
+    kernels = run.config.model.prior_encodings
+    inference.fit_prior(run, random_subset(read_sequences("moses:train"), kernels, seed=0).texts,
+                        limit=0, aggregate=True)
+    row = sample_quality(run, samples, train)
+    test = random_subset(read_sequences("moses:test"), recon, seed=0).texts
+    greedy = inference.reconstruct(run, test, num_samples=0)
+    return {**row, "recon_greedy": greedy["exact_match_mean_z"],
             "token_accuracy": greedy["token_accuracy_mean_z"],
-            "seconds": round(time.monotonic() - started), "samples": samples,
-            "recon_molecules": int(np.size(test))}
+            "seconds": round(time.monotonic() - started), "recon_molecules": int(np.size(test))}
 
 
 def main() -> int:
