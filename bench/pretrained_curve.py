@@ -100,10 +100,11 @@ def measure(view: str, samples: int, recon: int) -> dict:
 
     started = time.monotonic()
     run = load_run(view)
-    train = set(read_sequences("moses:train").texts)
+    molecules = read_sequences("moses:train")
+    train = set(molecules.texts)
     kernels = run.config.model.prior_encodings
-    inference.fit_prior(run, random_subset(read_sequences("moses:train"), kernels, seed=0).texts,
-                        limit=0, aggregate=True)
+    inference.fit_prior(run, random_subset(molecules, kernels, seed=0).texts, limit=0,
+                        aggregate=True)
     row = sample_quality(run, samples, train)
     test = random_subset(read_sequences("moses:test"), recon, seed=0).texts
     greedy = inference.reconstruct(run, test, num_samples=0)

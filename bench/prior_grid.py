@@ -44,13 +44,13 @@ def main() -> int:
     parser.add_argument("--temperature", default="1.0")
     parser.add_argument("--standard", action="store_true", help="also the N(0, I) prior")
     parser.add_argument("--components", default="",
-                        help="also Gaussian mixtures of these sizes fitted to the first "
-                             "--kernels encodings (seqvae fit-prior --components K)")
+                        help="also Gaussian mixtures of these sizes fitted to the encodings of "
+                             "the largest --kernels (seqvae fit-prior --components K)")
     parser.add_argument("--samples", type=int, default=10_000)
     args = parser.parse_args()
 
     from machine import cpu_model
-    from seqvae import inference
+    from seqvae import inference, latent_prior
     from seqvae.data.sources import random_subset, read_sequences
     from seqvae.run import load_run
 
@@ -59,35 +59,34 @@ def main() -> int:
     molecules = read_sequences("moses:train")
     train = set(molecules.texts)
     rows = []
-    chosen = []
-    for kernels in numbers(args.kernels, int):
-        chosen = random_subset(molecules, kernels, seed=0).texts
-        for widen in numbers(args.widen):
-            started = time.monotonic()
-            inference.fit_prior(run, chosen, limit=0, aggregate=True, widen=widen)
-            for temperature in numbers(args.temperature):
-                row = sample_quality(run, args.samples, train, temperature)
-                rows.append({"prior": f"aggregate, {kernels:,} kernels x {widen:g}",
-                             "temperature": temperature, **row,
-                             "seconds": round(time.monotonic() - started)})
-                print(json.dumps(rows[-1]), flush=True)
-                started = time.monotonic()
-    for components in numbers(args.components, int):
+
+    def measure_all(name: str, prior=None) -> None:
+        """Measures a prior at every temperature: ``prior`` saved as the copy's own (fitted),
+        None for N(0, I)."""
         started = time.monotonic()
-        inference.fit_prior(run, chosen, limit=0, components=components)
+        if prior is not None:
+            latent_prior.save(run.run_dir, prior)
         for temperature in numbers(args.temperature):
-            row = sample_quality(run, args.samples, train, temperature, prior="fitted")
-            rows.append({"prior": f"mixture of {components} Gaussians", "temperature":
-                         temperature, **row, "seconds": round(time.monotonic() - started)})
-            print(json.dumps(rows[-1]), flush=True)
-            started = time.monotonic()
-    if args.standard:
-        for temperature in numbers(args.temperature):
-            started = time.monotonic()
-            row = sample_quality(run, args.samples, train, temperature, prior="standard")
-            rows.append({"prior": "standard N(0, I)", "temperature": temperature, **row,
+            row = sample_quality(run, args.samples, train, temperature,
+                                 prior="standard" if prior is None else "fitted")
+            rows.append({"prior": name, "temperature": temperature, **row,
                          "seconds": round(time.monotonic() - started)})
             print(json.dumps(rows[-1]), flush=True)
+            started = time.monotonic()
+
+    kernel_counts = numbers(args.kernels, int)
+    for kernels in kernel_counts:  # each set of molecules encoded once, for every width
+        mean, log_var, source = inference.prior_encodings(
+            run, random_subset(molecules, kernels, seed=0).texts, limit=0)
+        for widen in numbers(args.widen):
+            measure_all(f"aggregate, {kernels:,} kernels x {widen:g}",
+                        latent_prior.fit_aggregate(mean, log_var, source, widen))
+        if kernels == max(kernel_counts):
+            for components in numbers(args.components, int):
+                measure_all(f"mixture of {components} Gaussians",
+                            latent_prior.fit(mean, log_var, source, components=components))
+    if args.standard:
+        measure_all("standard N(0, I)")
     lines = [f"`{args.run_dir}` at step {step:,}; {args.samples:,} samples each; {cpu_model()}.",
              "", "| prior | temperature | valid | unique@10k | novelty | FCD/Test | rejected |",
              "|---|---:|---:|---:|---:|---:|---:|"]

@@ -14,7 +14,8 @@ from seqvae.inference.compiled import compiled_decoder, compiled_encoder
 from seqvae.inference.encoding import encode, encode_batches, encode_ids, encode_to_file
 from seqvae.inference.latent import (interpolate, interpolate_pairs, latent_path, reconstruct,
                                      same_texts)
-from seqvae.inference.priors import describe_prior, fit_prior, loaded_prior, prior_draw, run_prior
+from seqvae.inference.priors import (describe_prior, fit_prior, loaded_prior, prior_draw,
+                                     prior_encodings, run_prior)
 from seqvae.inference.sampling import (first_violations, rejection_decoders, rejection_rounds,
                                        rejection_sample, sample, trace_rejection_sampler)
 from seqvae.inference.texts import COMPILED_MASK_MIN, beam_hypotheses, decode, decode_id_batches
@@ -22,6 +23,7 @@ from seqvae.inference.texts import COMPILED_MASK_MIN, beam_hypotheses, decode, d
 __all__ = ["COMPILED_MASK_MIN", "beam_hypotheses", "compiled_decoder", "compiled_encoder",
            "decode", "decode_id_batches", "describe_prior", "encode", "encode_batches",
            "encode_ids", "encode_to_file", "first_violations", "fit_prior", "interpolate",
-           "interpolate_pairs", "latent_path", "loaded_prior", "prior_draw", "reconstruct",
+           "interpolate_pairs", "latent_path", "loaded_prior", "prior_draw", "prior_encodings",
+           "reconstruct",
            "rejection_decoders", "rejection_rounds", "rejection_sample", "run_prior",
            "same_texts", "sample", "trace_rejection_sampler"]

@@ -79,6 +79,24 @@ def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int
     order, MOSES's among them, is not described by its first lines) and saves it in the run
     directory. Returns the ``FittedPrior`` or ``AggregatePrior``."""
     run.check_writable("seqvae fit-prior")
+    mean, log_var, source = prior_encodings(run, data, limit, batch_size)
+    if aggregate:
+        prior = latent_prior.fit_aggregate(mean, log_var, source, run.config.model.prior_widen
+                                           if widen is None else widen)
+    else:
+        prior = latent_prior.fit(mean, log_var, source, components=components)
+    latent_prior.save(run.run_dir, prior)
+    return prior
+
+
+def prior_encodings(run: Run, data="moses:train", limit: int = 50_000, batch_size: int = 1000
+                    ) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(mean (N, L), log_var (N, L), source)``: the posteriors of ``limit`` sequences of
+    ``data`` drawn at random (0: all), what ``fit_prior`` fits a prior to.
+
+    Raises:
+      SeqvaeError: no sequence of ``data`` can be encoded.
+    """
     seqs = sources.read_sequences(data, run.config.data.column)
     if limit:
         seqs = sources.random_subset(seqs, limit, seed=0)
@@ -87,10 +105,4 @@ def fit_prior(run: Run, data="moses:train", limit: int = 50_000, batch_size: int
     if not len(encoded.ids):
         raise SeqvaeError(f"{seqs.source}: nothing to fit the prior to (no line can be encoded)")
     mean, log_var = encode_batches(run, encoded.ids, batch_size)
-    if aggregate:
-        prior = latent_prior.fit_aggregate(mean, log_var, seqs.source, run.config.model.prior_widen
-                                           if widen is None else widen)
-    else:
-        prior = latent_prior.fit(mean, log_var, seqs.source, components=components)
-    latent_prior.save(run.run_dir, prior)
-    return prior
+    return mean, log_var, seqs.source
