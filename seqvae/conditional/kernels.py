@@ -32,7 +32,6 @@ import numpy as np
 from seqvae import inference
 from seqvae.conditional.conditions import Condition
 from seqvae.data import properties as props
-from seqvae.data.preparation import encode_texts
 from seqvae.errors import SeqvaeError
 from seqvae.property_fit import known_properties, property_table
 from seqvae.run import Run
@@ -208,10 +207,5 @@ def encoded_kernels(run: Run, texts: Sequence[str], widen: float | None = None):
     """``(rows, means (K, L), scales (K, L))`` of the texts the run can encode: their posterior
     means, and standard deviations widened by ``widen`` (None: ``model.prior_widen``)."""
     widen = run.config.model.prior_widen if widen is None else widen
-    encoded = encode_texts(run.codec, list(texts), on_error="skip", check_molecules=False)
-    if not len(encoded.ids):
-        latent = run.config.model.latent_dim
-        return np.zeros(0, np.int64), np.zeros((0, latent), np.float32), np.zeros((0, latent),
-                                                                                 np.float32)
-    means, log_vars = inference.encode_batches(run, encoded.ids)
-    return encoded.kept, means, (widen * np.exp(0.5 * log_vars)).astype(np.float32)
+    kept, means, log_vars = inference.encode_writable(run, texts)
+    return kept, means, (widen * np.exp(0.5 * log_vars)).astype(np.float32)

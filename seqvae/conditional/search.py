@@ -222,13 +222,10 @@ def _column_predictor(run: Run, conditions: Sequence[Condition], head):
     indices = [head.index(name) for name in columns]
 
     def predict(texts: list[str]) -> np.ndarray:
-        from seqvae.data.preparation import encode_texts
-
         out = np.full((len(texts), len(columns)), np.nan)
-        encoded = encode_texts(run.codec, texts, on_error="skip", check_molecules=False)
-        if len(encoded.ids):
-            means, _ = inference.encode_batches(run, encoded.ids)
-            out[encoded.kept] = head.predict(means)[:, indices]
+        kept, means, _ = inference.encode_writable(run, texts)
+        if len(kept):
+            out[kept] = head.predict(means)[:, indices]
         return out
 
     return predict

@@ -228,10 +228,8 @@ class Explorer:
                              temperature=temperature, seed=seed, time_budget=WHERE_SECONDS,
                              head=getattr(self.head, "fitted", None))
         z = np.zeros((len(found.molecules), self.latent_dim), np.float32)
-        encoded = encode_texts(self.run.codec, found.molecules, on_error="skip",
-                               check_molecules=False)
-        if len(encoded.ids):
-            z[encoded.kept] = self._encoder(tf.constant(encoded.ids))[0].numpy()
+        kept, means, _ = inference.encode_writable(self.run, found.molecules)
+        z[kept] = means
         shown = self.entries(found.molecules, z, None)
         for entry, values in zip(shown, found.values):
             entry["values"] = {name: float(v) for name, v in zip(found.names, values)}

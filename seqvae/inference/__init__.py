@@ -11,7 +11,8 @@ The functions live in ``compiled`` (the traced decoders and encoder), ``texts`` 
 """
 
 from seqvae.inference.compiled import compiled_decoder, compiled_encoder
-from seqvae.inference.encoding import encode, encode_batches, encode_ids, encode_to_file
+from seqvae.inference.encoding import (encode, encode_batches, encode_ids, encode_to_file,
+                                       encode_writable)
 from seqvae.inference.latent import (interpolate, interpolate_pairs, latent_path, reconstruct,
                                      same_texts)
 from seqvae.inference.priors import (describe_prior, fit_prior, loaded_prior, prior_draw,
@@ -22,7 +23,7 @@ from seqvae.inference.texts import COMPILED_MASK_MIN, beam_hypotheses, decode, d
 
 __all__ = ["COMPILED_MASK_MIN", "beam_hypotheses", "compiled_decoder", "compiled_encoder",
            "decode", "decode_id_batches", "describe_prior", "encode", "encode_batches",
-           "encode_ids", "encode_to_file", "first_violations", "fit_prior", "interpolate",
+           "encode_ids", "encode_to_file", "encode_writable", "first_violations", "fit_prior", "interpolate",
            "interpolate_pairs", "latent_path", "loaded_prior", "prior_draw", "prior_encodings",
            "reconstruct",
            "rejection_decoders", "rejection_rounds", "rejection_sample", "run_prior",

@@ -52,6 +52,19 @@ def encode_batches(run: Run, ids: np.ndarray, batch_size: int = 1000):
     return np.concatenate(means).astype(np.float32), np.concatenate(log_vars).astype(np.float32)
 
 
+def encode_writable(run: Run, texts, batch_size: int = 1000
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(kept int (K,), z_mean (K, L), z_log_var (K, L))``: the posteriors of the ``texts`` the
+    run can encode (the input row of each in ``kept``); the others left out without a word
+    (what a search decodes and encodes back, or a user's molecules checked elsewhere)."""
+    encoded = encode_texts(run.codec, list(texts), on_error="skip", check_molecules=False)
+    if not len(encoded.ids):
+        empty = np.zeros((0, run.config.model.latent_dim), np.float32)
+        return np.zeros(0, np.int64), empty, empty
+    means, log_vars = encode_batches(run, encoded.ids, batch_size)
+    return np.asarray(encoded.kept, np.int64), means, log_vars
+
+
 def encode(run: Run, data, strict: bool = False, batch_size: int = 1000):
     """Encodes sequences -> ``(z_mean, z_log_var)``, float32 ``(N, latent_dim)`` in input order."""
     return encode_batches(run, encode_ids(run, data, strict).ids, batch_size)
