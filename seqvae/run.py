@@ -156,17 +156,14 @@ def resolve_run_dir(run_dir: str) -> tuple[str, str | None]:
 
 def check_trainable(run_dir: str, action: str = "training") -> None:
     """Refuses to train into ``pretrained:NAME`` or a shipped model's folder (read-only)."""
-    run_dir = os.fspath(run_dir)
-    if pretrained.is_pretrained_name(run_dir):
-        try:
-            folder = pretrained.resolve(run_dir)
-        except SeqvaeError:
-            raise SeqvaeError(f"{run_dir}: '{pretrained.PREFIX}' names the models that ship with "
-                              "seqvae (read-only); train into a directory of your own") from None
-        raise SeqvaeError(refusal(os.path.basename(folder), folder, action))
-    name = pretrained.name_of(run_dir) if os.path.isdir(run_dir) else None
+    try:
+        folder, name = resolve_run_dir(run_dir)
+    except SeqvaeError:  # a pretrained:NAME that does not ship
+        raise SeqvaeError(f"{os.fspath(run_dir)}: '{pretrained.PREFIX}' names the models that "
+                          "ship with seqvae (read-only); train into a directory of your own"
+                          ) from None
     if name:
-        raise SeqvaeError(refusal(name, run_dir, action))
+        raise SeqvaeError(refusal(name, folder, action))
 
 
 def read_run_files(run_dir: str) -> Run:
