@@ -28,8 +28,9 @@ z from the posteriors of 50,000 training molecules, sampled by rejection under t
 0.89 at w = 1 against 3.29 for a fitted mixture of 100 and 5.60 for N(0, I); but about one sample
 in four is then a training molecule (novelty 0.75: each kernel sits on one); w = 1.4 gives
 novelty 0.85 at FCD 1.41. A sample draws its kernel ``i`` uniformly and its noise ``eps`` from
-the seed in TensorFlow (``decoding.prior_z``, ``aggregate_z``), so the exported ``sample``
-signature draws the same z as seqvae.
+the seed, the rows of one draw taking distinct kernels (two rows on one kernel give a sharp
+decoder's molecule twice), in TensorFlow (``decoding.prior_z``, ``aggregate_z``), so the
+exported ``sample`` signature draws the same z as seqvae.
 
 Stored as ``RUN_DIR/latent_prior.npz`` (plain arrays, no pickle); a model that ships with seqvae
 may store its aggregate posterior's means and scales as float16 (``load`` gives float32).

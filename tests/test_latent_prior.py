@@ -147,6 +147,28 @@ def test_the_aggregate_prior_keeps_each_posterior_widened_and_draws_kernels_unif
         latent_prior.fit_aggregate(means[:0], log_vars[:0], "x")
 
 
+def test_the_rows_of_one_draw_take_distinct_kernels():
+    """K kernels, K rows: each kernel exactly once (drawn independently, 1,000 rows from 1,000
+    kernels would leave about 368 unused); row j + K takes row j's kernel; the order is the
+    seed's."""
+    from seqvae.model.decoding import aggregate_z
+
+    means = np.arange(1000, dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
+    scales = np.ones_like(means)
+    zero = np.zeros((2500, 3), np.float32)
+    chosen = aggregate_z(zero, means, scales, 7).numpy()[:, 0].astype(int)
+    assert sorted(chosen[:1000]) == list(range(1000))
+    np.testing.assert_array_equal(chosen[1000:2000], chosen[:1000])
+    np.testing.assert_array_equal(chosen[2000:], chosen[:500])
+    again = aggregate_z(zero[:10], means, scales, 7).numpy()[:, 0].astype(int)
+    np.testing.assert_array_equal(again, chosen[:10])  # a shorter draw: the same first rows
+    other = aggregate_z(zero, means, scales, 8).numpy()[:1000, 0].astype(int)
+    assert sorted(other) == list(range(1000)) and (other != chosen[:1000]).mean() > 0.9
+    noise = np.full((5, 3), 0.5, np.float32)
+    np.testing.assert_allclose(aggregate_z(noise, means, 2 * scales, 7).numpy(),
+                               means[chosen[:5]] + 1.0)
+
+
 def test_the_aggregate_prior_round_trips_and_a_damaged_one_is_named(tmp_path):
     rng = np.random.default_rng(3)
     prior = latent_prior.fit_aggregate(rng.normal(size=(50, 4)), rng.normal(size=(50, 4)), "y", 1.4)

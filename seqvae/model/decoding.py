@@ -367,20 +367,25 @@ def prior_z(num: int | tf.Tensor, latent_dim: int, seed) -> tf.Tensor:
 def aggregate_z(eps, means, scales, seed) -> tf.Tensor:
     """Draws from the aggregate-posterior prior (``seqvae.latent_prior.AggregatePrior``).
 
+    The rows take distinct kernels (a random order of the K, from the seed; row ``j`` takes the
+    ``j mod K``-th): each row is still a draw from the mixture, but two rows of one call never
+    share a kernel while ``num`` <= K. Drawn independently, 10,000 rows from 50,000 kernels
+    share about 1,000 pairs, and a sharp decoder gives a kernel's molecule back for both.
+
     Args:
       eps: float32 ``(num, latent_dim)`` standard-normal noise (``prior_z`` of the same seed).
       means: float32 ``(K, latent_dim)`` the kernels' centres.
       scales: float32 ``(K, latent_dim)`` their standard deviations.
-      seed: the sampling seed (an int or its ``(2,)`` seed); it draws row ``j``'s kernel
-        uniformly from the K.
+      seed: the sampling seed (an int or its ``(2,)`` seed); it orders the K kernels.
 
     Returns:
       float32 ``(num, latent_dim)``: ``means[k_j] + scales[k_j] * eps_j``.
     """
     means = tf.convert_to_tensor(means, tf.float32)
     kernels = tf.shape(means)[0]
-    uniform = randomness.uniform(tf.shape(eps)[:1], randomness.fold_in(randomness.as_seed(seed), 11))
-    index = tf.minimum(tf.cast(uniform * tf.cast(kernels, tf.float32), tf.int32), kernels - 1)
+    order = tf.argsort(randomness.uniform(kernels[None], randomness.fold_in(
+        randomness.as_seed(seed), 11)), stable=True)
+    index = tf.gather(order, tf.range(tf.shape(eps)[0]) % kernels)
     return tf.gather(means, index) + tf.gather(tf.convert_to_tensor(scales, tf.float32), index) * eps
 
 
