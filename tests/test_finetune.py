@@ -107,12 +107,23 @@ def test_steps_follow_the_set_size_within_their_bounds():
         FinetuneSettings(holdout=0.6)
 
 
-def test_before_and_after_are_scored_against_the_held_out_molecules(tuned):
+def test_before_and_after_are_scored_against_the_held_out_molecules(tuned, monkeypatch):
+    from seqvae.evaluation import comparison as comparison_module
+
+    real = comparison_module.moses_metrics.moses_metrics
+
+    def noted(samples, **options):  # what a run's metrics say of it reaches the comparison
+        options["notes"].append("a note on these samples")
+        return real(samples, **options)
+
+    monkeypatch.setattr(comparison_module.moses_metrics, "moses_metrics", noted)
     comparison = compare_with_base(tuned["run_dir"], n=20, include_fcd=False)
     assert list(comparison["metrics"]) == ["base", "fine-tuned"]
     for values in comparison["metrics"].values():
         assert 0.0 <= values["valid"] <= 1.0 and "Novelty" in values and "unique@1000" in values
     assert comparison["test"] == 3 and comparison["train"] == 29
+    assert [n for n in comparison["notes"] if "a note" in n] == [
+        "base: a note on these samples", "fine-tuned: a note on these samples"]
 
 
 def test_evaluate_defaults_to_the_held_out_and_fine_tuning_molecules(tuned, tmp_path):
