@@ -42,6 +42,9 @@ DRUGS = ["Br.CC(N)Cc1ccc(O)cc1", "Br.CC(NC(C)(C)C)C(=O)c1cccc(Cl)c1", "C#CCN(C)[
          "Brc1c(NC2=NCCN2)ccc2nccnc12", "C#CCN[C@@H]1CCc2ccccc21.CS(=O)(=O)O",
          "CC(=O)Nc1ccc(O)cc1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O", "CN1CCC[C@H]1c1cccnc1",
          "O=[N+]([O-])c1ccc(O)cc1", "CC(=O)Oc1ccccc1C(=O)O"]
+# pretrained:moses in the commands: the demo stand-in, shipped into this folder of the stand-ins
+# ($SEQVAE_PRETRAINED_DIR).
+PRETRAINED_ROOT = "runs/_pretrained"
 OPTIONAL_PACKAGES = {"umap": "umap-learn"}  # a command whose comment names the package needs it
 
 
@@ -143,7 +146,7 @@ def shrunk(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stand_ins(shrunk, tmp_path_factory):
     """A folder with ``runs/demo`` made by ``seqvae demo`` (shrunk), ``runs/onehot`` trained on
-    one-hot data, and the files the docs name."""
+    one-hot data, the files the docs name, and the demo shipped as ``pretrained:moses``."""
     from seqvae import cli
 
     folder = tmp_path_factory.mktemp("stand-ins")
@@ -164,6 +167,12 @@ def stand_ins(shrunk, tmp_path_factory):
     assert cli.main(["finetune", str(folder / "runs" / "demo"), str(folder / "drugs.csv"),
                      "--out", str(folder / "runs" / "drugs"), "--extend-vocab", "-n", "0",
                      "--max-steps", "6"]) == 0
+    spec = importlib.util.spec_from_file_location(
+        "ship_pretrained", os.path.join(ROOT, "scripts", "ship_pretrained.py"))
+    ship = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ship)
+    assert ship.main([str(folder / "runs" / "demo"), "moses", "--root",  # pretrained:moses
+                      str(folder / PRETRAINED_ROOT), "--prior-float16"]) == 0
     return folder
 
 
@@ -257,12 +266,14 @@ def run_command(document, line, words, comment, stand_ins, tmp_path, monkeypatch
                                 text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-2000:]
         return
-    from seqvae import cli
+    from seqvae import cli, pretrained
     from seqvae.explore import app as app_lib
 
     argv = words[1:]
     _prepare(tmp_path, stand_ins, argv)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(pretrained.ROOT_ENV, str(stand_ins / PRETRAINED_ROOT))
+    monkeypatch.setenv("SEQVAE_CACHE_DIR", str(tmp_path / ".cache"))
     served = []
     real_build = app_lib.build_app
 
