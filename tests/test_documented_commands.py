@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_pretrained import SHIP  # scripts/ship_pretrained.py, loaded once
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCUMENTS = ["README.md"] + sorted(
@@ -167,11 +168,7 @@ def stand_ins(shrunk, tmp_path_factory):
     assert cli.main(["finetune", str(folder / "runs" / "demo"), str(folder / "drugs.csv"),
                      "--out", str(folder / "runs" / "drugs"), "--extend-vocab", "-n", "0",
                      "--max-steps", "6"]) == 0
-    spec = importlib.util.spec_from_file_location(
-        "ship_pretrained", os.path.join(ROOT, "scripts", "ship_pretrained.py"))
-    ship = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ship)
-    assert ship.main([str(folder / "runs" / "demo"), "moses", "--root",  # pretrained:moses
+    assert SHIP.main([str(folder / "runs" / "demo"), "moses", "--root",  # pretrained:moses
                       str(folder / PRETRAINED_ROOT), "--prior-float16"]) == 0
     return folder
 
