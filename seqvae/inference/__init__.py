@@ -23,8 +23,7 @@ from seqvae.inference.texts import COMPILED_MASK_MIN, beam_hypotheses, decode, d
 
 __all__ = ["COMPILED_MASK_MIN", "beam_hypotheses", "compiled_decoder", "compiled_encoder",
            "decode", "decode_id_batches", "describe_prior", "encode", "encode_batches",
-           "encode_ids", "encode_to_file", "encode_writable", "first_violations", "fit_prior", "interpolate",
-           "interpolate_pairs", "latent_path", "loaded_prior", "prior_draw", "prior_encodings",
-           "reconstruct",
-           "rejection_decoders", "rejection_rounds", "rejection_sample", "run_prior",
-           "same_texts", "sample", "trace_rejection_sampler"]
+           "encode_ids", "encode_to_file", "encode_writable", "first_violations", "fit_prior",
+           "interpolate", "interpolate_pairs", "latent_path", "loaded_prior", "prior_draw",
+           "prior_encodings", "reconstruct", "rejection_decoders", "rejection_rounds",
+           "rejection_sample", "run_prior", "same_texts", "sample", "trace_rejection_sampler"]
