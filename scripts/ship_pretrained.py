@@ -1,7 +1,8 @@
 """Ships a finished run inside seqvae as ``seqvae/pretrained/NAME/``, used as ``pretrained:NAME``.
 
     python scripts/ship_pretrained.py RUN_DIR NAME [--float16] [--prior-float16]
-        [--prior-kernels N] [--metrics FILE] [--command TEXT] [--cpu TEXT] [--train-hours H]
+        [--prior-kernels N] [--reference N] [--metrics FILE] [--command TEXT] [--cpu TEXT]
+        [--train-hours H]
 
 It writes (see ``seqvae.pretrained``) run.json, config.json and vocab.json as they are, the
 metrics log up to the shipped step (the training curves of ``seqvae evaluate``'s report); the
@@ -9,7 +10,9 @@ weights of the run's latest checkpoint alone (``checkpoints/ckpt-STEP``, no opti
 ``--float16`` stores them as float16, restored as float32 on load); ``latent_prior.npz``
 (``--prior-kernels N`` keeps N of the aggregate posterior's kernels, drawn at random with
 ``--seed``; ``--float16`` or ``--prior-float16`` stores its arrays as float16); the property
-head when the run has one; and ``MANIFEST.json``: the data, the command that trained the run
+head when the run has one; with ``--reference N``, ``properties/reference.npz``: the RDKit
+properties of the first N training molecules (``seqvae sample --where`` steers by them); and
+``MANIFEST.json``: the data, the command that trained the run
 (``--command``, else the equivalent ``seqvae train DATA --config config.json``), the CPU
 (``--cpu``, else this machine's) and the training time (``--train-hours``, else the sum of the
 run's ``metrics.jsonl`` segments), the metrics of ``--metrics`` (a flat JSON object, or the
@@ -106,6 +109,21 @@ def ship_prior(run, folder: str, kernels: int | None, float16: bool, seed: int) 
             "dtype": np.dtype(dtype).name}
 
 
+def ship_reference(run, folder: str, count: int) -> None:
+    """Writes ``properties/reference.npz``: every RDKit property of the first ``count`` molecules
+    of the run's training data, the molecules ``seqvae sample --where`` steers by (read as the
+    cache of a run of one's own is, so the first conditioned search computes nothing)."""
+    from seqvae.data.properties import RDKIT_PROPERTIES
+    from seqvae.property_fit import CACHE_DIR, property_table, save_table
+
+    data = run.info.get("data_source")
+    if data is None:
+        raise SystemExit(f"{run.run_dir}: run.json names no training data for --reference")
+    table = property_table(run, data, RDKIT_PROPERTIES, count, cache=False)
+    os.makedirs(os.path.join(folder, CACHE_DIR))
+    save_table(os.path.join(folder, CACHE_DIR, "reference.npz"), table)
+
+
 def build(args, folder: str) -> tuple[object, dict]:
     """Writes the shipped files of ``args.run_dir`` into ``folder``; the loaded run and the
     manifest's description (without the file list)."""
@@ -129,6 +147,8 @@ def build(args, folder: str) -> tuple[object, dict]:
                        args.seed)
     if os.path.isdir(os.path.join(run.run_dir, HEAD_DIR)):
         shutil.copytree(os.path.join(run.run_dir, HEAD_DIR), os.path.join(folder, HEAD_DIR))
+    if args.reference:
+        ship_reference(run, folder, args.reference)
     info = run.info
     trained_on = info.get("data_source") or "?"
     if "train_size" in info:
@@ -176,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prior-kernels", type=int, metavar="N",
                         help="keep N of the aggregate posterior's kernels, drawn at random")
     parser.add_argument("--seed", type=int, default=0, help="draws the kept kernels")
+    parser.add_argument("--reference", type=int, metavar="N", default=0,
+                        help="ship the RDKit properties of the first N training molecules "
+                        "(what seqvae sample --where steers by)")
     parser.add_argument("--metrics", help="JSON of the metrics the model reached (flat, or "
                         "seqvae evaluate's metrics.json)")
     parser.add_argument("--metrics-command", help="the command that measured them")

@@ -81,11 +81,17 @@ def property_table(run: Run, data, names: Sequence[str], limit: int = 0,
     known = _cached_values(run, names) if cache else None
     table = props.read_property_table(data, names, run.config.data.column, limit, known=known)
     if cache and isinstance(data, str):
-        with atomic_path(path, suffix=".npz") as tmp:
-            np.savez(tmp, texts=np.array(table.texts), values=table.values,
-                     line_numbers=np.array(table.line_numbers), source=np.array(table.source),
-                     names=np.array(names))
+        save_table(path, table)
     return table
+
+
+def save_table(path: str, table: props.PropertyTable) -> None:
+    """Writes ``table`` atomically as ``property_table`` caches it (``known_properties`` reads
+    it back)."""
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez_compressed(tmp, texts=np.array(table.texts), values=table.values,
+                            line_numbers=np.array(table.line_numbers),
+                            source=np.array(table.source), names=np.array(table.names))
 
 
 def _cached_values(run: Run, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -104,17 +110,21 @@ def _cached_values(run: Run, names: tuple[str, ...]) -> dict[str, np.ndarray]:
 def _stored_tables(run: Run):
     """``(names, texts, values (N, P), source)`` of each table cached in ``RUN/properties/``
     that records its names (tables cached before names were stored, and a joint run's
-    training.npz, do not), in file-name order."""
-    folder = run.output_dir(CACHE_DIR)
-    if not os.path.isdir(folder):
-        return
-    for entry in sorted(os.listdir(folder)):
-        if not entry.endswith(".npz"):
+    training.npz, do not), in file-name order; for a shipped model, the tables it ships with
+    (``RUN_DIR/properties/``) first."""
+    folders = [run.output_dir(CACHE_DIR)]
+    if run.pretrained:
+        folders.insert(0, os.path.join(run.run_dir, CACHE_DIR))
+    for folder in folders:
+        if not os.path.isdir(folder):
             continue
-        with np.load(os.path.join(folder, entry), allow_pickle=False) as stored:
-            if {"names", "texts", "values"} <= set(stored.files):
-                yield (tuple(stored["names"].tolist()), stored["texts"].tolist(),
-                       stored["values"], str(stored["source"]))
+        for entry in sorted(os.listdir(folder)):
+            if not entry.endswith(".npz"):
+                continue
+            with np.load(os.path.join(folder, entry), allow_pickle=False) as stored:
+                if {"names", "texts", "values"} <= set(stored.files):
+                    yield (tuple(stored["names"].tolist()), stored["texts"].tolist(),
+                           stored["values"], str(stored["source"]))
 
 
 def known_properties(run: Run, names: Sequence[str]) -> props.PropertyTable | None:

@@ -126,9 +126,9 @@ def _tiny_moses(folder) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def shrunk(tmp_path_factory):
-    """Tiny presets and MOSES splits for the whole module (undone at its end)."""
-    from seqvae import presets
-    from seqvae import workflows
+    """Tiny presets, six-step fine-tuning and MOSES splits for the whole module (undone at its
+    end)."""
+    from seqvae import finetune, presets, workflows
     from seqvae.data import moses, sources
 
     patch = pytest.MonkeyPatch()
@@ -138,6 +138,9 @@ def shrunk(tmp_path_factory):
     real_preset, real_demo = presets.preset_config, presets.demo_config
     patch.setattr(presets, "preset_config", lambda name: _tiny(real_preset(name)))
     patch.setattr(presets, "demo_config", lambda: _tiny(real_demo()))
+    real_steps = finetune.planned_steps  # fine-tuning planned, then cut to the presets' six
+    patch.setattr(finetune, "planned_steps",
+                  lambda *args: (min(real_steps(*args)[0], 6), real_steps(*args)[1]))
     patch.setattr(workflows, "DEMO_HEAD_MOLECULES", 300)
     patch.setattr(workflows, "DEMO_HEAD_TEST", 50)
     yield splits

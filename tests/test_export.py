@@ -66,19 +66,12 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
 
     from seqvae.data.tokenizers import SelfiesTokenizer
 
-    tokenizers = ["smiles", "selfies", "char", "smiles", "smiles", "smiles"]
+    tokenizers = ["smiles", "selfies", "char", "smiles", "smiles"]
     queries = ["CCO", "c1ccccc1", "CC(=O)O", "CCN(CC)CC", "c1cc[nH]c1"]
     requests, run_dirs = [], []
     for index, tokenizer in enumerate(tokenizers):
         run_dir = tiny_run_dir if tokenizer == "smiles" else str(tmp_path / tokenizer / "run")
-        if index == 3:  # the tiny run sampling by rejection under the grammar (as the demo)
-            run_dir = copy_run(tiny_run_dir, tmp_path / "rejection" / "run")
-            with open(os.path.join(run_dir, "config.json")) as handle:
-                stored = json.load(handle)
-            stored["model"]["rejection_rounds"] = 3
-            with open(os.path.join(run_dir, "config.json"), "w") as handle:
-                json.dump(stored, handle)
-        elif index == 4:  # the same with the aggregate-posterior prior (model.prior, the demo)
+        if index == 3:  # by rejection under the grammar, from the aggregate posterior (the demo)
             run_dir = copy_run(tiny_run_dir, tmp_path / "aggregate" / "run")
             with open(os.path.join(run_dir, "config.json")) as handle:
                 stored = json.load(handle)
@@ -86,7 +79,7 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
             with open(os.path.join(run_dir, "config.json"), "w") as handle:
                 json.dump(stored, handle)
             inference.fit_prior(load_run(run_dir), SMILES, aggregate=True)
-        elif index == 5:  # a decoder that reads the grammar's state (model.grammar_features)
+        elif index == 4:  # a decoder that reads the grammar's state (model.grammar_features)
             run_dir = str(tmp_path / "features" / "run")
             config = tiny_config(grammar_features=True)
             train(dataclasses.replace(config, train=dataclasses.replace(
@@ -125,17 +118,12 @@ def test_saved_model_matches_seqvae_in_a_fresh_process(tmp_path, tiny_run_dir):
         assert _as_smiles(served["sampled"], tokenizer) == inference.sample(
             run, 30, temperature=0.9, seed=5), tokenizer
     stats = {}
-    rejecting = load_run(run_dirs[3])
-    rejecting.raw_output = True
-    assert answers[3]["sampled"] == inference.sample(rejecting, 30, temperature=0.9,
-                                                     seed=5, rejection=3, stats=stats)
-    assert answers[3]["sampled"] != answers[0]["sampled"] and stats["rejected"] > 0
-    aggregate = load_run(run_dirs[4])  # sampled from its own prior by default, served too
+    aggregate = load_run(run_dirs[3])  # sampled from its own prior by default, served too
     aggregate.raw_output = True
-    assert answers[4]["sampled"] == inference.sample(aggregate, 30, temperature=0.9, seed=5,
-                                                     prior="fitted", rejection=3)
-    assert answers[4]["sampled"] != answers[3]["sampled"]
-    assert load_run(run_dirs[5]).config.model.grammar_features
+    assert answers[3]["sampled"] == inference.sample(aggregate, 30, temperature=0.9, seed=5,
+                                                     prior="fitted", rejection=3, stats=stats)
+    assert answers[3]["sampled"] != answers[0]["sampled"] and stats["rejected"] > 0
+    assert load_run(run_dirs[4]).config.model.grammar_features
 
 
 # --- hostile requests: a clean error for that request, and the server carries on ---------------

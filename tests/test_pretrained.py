@@ -293,3 +293,29 @@ def test_the_script_keeps_an_existing_model_unless_forced(shipped, source_run, t
     assert json.loads((root / "again" / pretrained.MANIFEST).read_text())["prior"]["dtype"] == \
         "float16"
     assert sorted(os.listdir(root)) == ["again"]  # no staging folder left
+
+
+def test_shipped_reference_properties_steer_where_without_computing(shipped, source_run,
+                                                                   tmp_path, monkeypatch):
+    from seqvae.conditional import kernels, sample_where
+    from seqvae.data.properties import RDKIT_PROPERTIES, rdkit_properties
+
+    run_dir = copy_run(source_run, tmp_path / "run")
+    data = tmp_path / "molecules.smi"
+    data.write_text("".join(f"{s}\n" for s in SMILES))
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    (tmp_path / "run" / "run.json").write_text(json.dumps({**info, "data_source": str(data)}))
+    root = tmp_path / "root"
+    assert SHIP.main([run_dir, "ref", "--root", str(root), "--reference", "12"]) == 0
+    manifest = json.loads((root / "ref" / pretrained.MANIFEST).read_text())
+    assert "properties/reference.npz" in manifest["files"]
+    monkeypatch.setenv(pretrained.ROOT_ENV, str(root))
+    monkeypatch.setenv("SEQVAE_CACHE_DIR", str(tmp_path / "cache"))
+    run = load_run("pretrained:ref")
+    table = kernels.reference_table(run, ("qed", "logp"))
+    assert table.texts == SMILES[:12] and table.names == ("qed", "logp")
+    np.testing.assert_allclose(table.values, rdkit_properties(SMILES[:12], ("qed", "logp")))
+    assert len(RDKIT_PROPERTIES) == 5 and kernels.reference_table(run, ("mw",)).texts
+    found = sample_where(run, 3, "logp>=-10", seed=0, max_draws=200)
+    assert "z near" in found.steering and "12 molecules" in found.steering
+    assert not (tmp_path / "cache").exists()  # nothing computed or cached

@@ -11,10 +11,10 @@ START, ATOM, BOND, OPEN, CLOSE, RING, DOT, END, OTHER, SPECIAL = range(10)
 NUM_CLASSES = SPECIAL + 1
 
 BOND_ORDERS = {"-": 1, "=": 2, "#": 3, "$": 4, ":": 1, "/": 1, "\\": 1}
-# Largest valence of each element (bond-order units); generous where RDKit allows several.
+# Largest valence of each element (bond-order units) that RDKit accepts (P: 3 or 5, S: 2, 4 or 6).
 _MAX_VALENCE = {
     "H": 1, "He": 0, "Li": 1, "Be": 2, "B": 3, "C": 4, "N": 3, "O": 2, "F": 1, "Na": 1, "Mg": 2,
-    "Al": 3, "Si": 4, "P": 7, "S": 6, "Cl": 1, "K": 1, "Ca": 2, "Ge": 4, "As": 5, "Se": 6,
+    "Al": 3, "Si": 4, "P": 5, "S": 6, "Cl": 1, "K": 1, "Ca": 2, "Ge": 4, "As": 5, "Se": 6,
     "Br": 1, "Sn": 4, "Sb": 5, "Te": 6, "I": 5, "Xe": 8, "*": 8,
 }
 # Aromatic atoms: implicit aromatic bonds count 1 unit each (c: 3 ring bonds, or 2 and a =O).

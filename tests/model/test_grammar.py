@@ -53,6 +53,8 @@ def test_atom_valences_and_classes():
     assert [atom_valence(t) for t in ("[O-]", "[N-]", "[C-]", "[B-]", "[S-]", "[P+]", "[o+]",
                                       "[n-]", "[NH4+]", "[Na+]", "[Cl-]", "[Pt+2]")] == [
         1, 2, 3, 4, 1, 4, 3, 2, 0, 0, 0, 8]
+    # no more than RDKit's largest valence: P holds 5 (not 7), and so does S+ (as P)
+    assert [atom_valence(t) for t in ("P", "[S+]", "[S@@+]", "S", "I")] == [5, 5, 5, 6, 5]
     assert [token_class(t) for t in ("C", "=", "(", ")", "1", "%12", "+", "[nH]")] == [
         ATOM, BOND, OPEN, CLOSE, RING, RING, OTHER, ATOM]
 
