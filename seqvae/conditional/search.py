@@ -304,13 +304,14 @@ class _Search:
 
     def learn(self, chosen, new: np.ndarray, molecules: list[str]) -> None:
         """Counts each kernel's new hits, makes the new hits kernels (from their parent's rate)
-        and, under a scaffold, prefixes."""
+        while the kernels find more than the prior (else the search is sampling the prior and
+        filtering, and encoding the hits would only slow it) and, under a scaffold, prefixes."""
         if self.prefixes is not None and molecules:
             self.prefixes.grow(molecules)
         if self.kernels is None or chosen is None:
             return
         self.kernels.update(chosen, new)
-        if molecules:
+        if molecules and self.kernels.pays():
             kept, means, scales = kernel_lib.encoded_kernels(self.run, molecules)
             parents = chosen[np.flatnonzero(new)][kept]
             self.kernels.add(means, scales, self.kernels.posterior_rate(parents))

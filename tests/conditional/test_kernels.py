@@ -68,6 +68,11 @@ def test_the_prior_takes_most_draws_where_it_meets_the_conditions_as_often():
         chosen = kernels.choose(20)
         kernels.update(chosen, (chosen < 0) & (np.arange(20) % 2 == 0))
     assert kernels.prior_share() == 1 - kernel_lib.MIN_SHARE
+    assert not kernels.pays()  # no new kernels: the search is sampling the prior and filtering
+    for _ in range(30):  # now the kernels give a new hit every draw
+        chosen = kernels.choose(20)
+        kernels.update(chosen, chosen >= 0)
+    assert kernels.pays()
 
 
 def test_reference_table_reads_what_the_run_cached(run, tmp_path):
