@@ -8,10 +8,9 @@ import numpy as np
 
 from seqvae import latent_prior
 from seqvae.data import sources
-from seqvae.data.preparation import encode_texts
 from seqvae.errors import SeqvaeError
 from seqvae.inference.compiled import cached
-from seqvae.inference.encoding import encode_batches
+from seqvae.inference.encoding import encode_writable
 from seqvae.model import decoding
 from seqvae.run import Run
 
@@ -100,9 +99,7 @@ def prior_encodings(run: Run, data="moses:train", limit: int = 50_000, batch_siz
     seqs = sources.read_sequences(data, run.config.data.column)
     if limit:
         seqs = sources.random_subset(seqs, limit, seed=0)
-    encoded = encode_texts(run.codec, seqs.texts, on_error="skip", source=seqs.source,
-                           check_molecules=False)
-    if not len(encoded.ids):
+    kept, mean, log_var = encode_writable(run, seqs.texts, batch_size, source=seqs.source)
+    if not len(kept):
         raise SeqvaeError(f"{seqs.source}: nothing to fit the prior to (no line can be encoded)")
-    mean, log_var = encode_batches(run, encoded.ids, batch_size)
     return mean, log_var, seqs.source
