@@ -114,6 +114,8 @@ def test_before_and_after_are_scored_against_the_held_out_molecules(tuned, monke
 
     def noted(samples, **options):  # what a run's metrics say of it reaches the comparison
         options["notes"].append("a note on these samples")
+        options["notes"].append("FCD/TestSF not computed: its ReferenceStats has no FCD "
+                                "statistics")  # the comparison has no TestSF: not said
         return real(samples, **options)
 
     monkeypatch.setattr(comparison_module.moses_metrics, "moses_metrics", noted)
@@ -124,6 +126,7 @@ def test_before_and_after_are_scored_against_the_held_out_molecules(tuned, monke
     assert comparison["test"] == 3 and comparison["train"] == 29
     assert [n for n in comparison["notes"] if "a note" in n] == [
         "base: a note on these samples", "fine-tuned: a note on these samples"]
+    assert not any("TestSF" in n for n in comparison["notes"])
 
 
 def test_evaluate_defaults_to_the_held_out_and_fine_tuning_molecules(tuned, tmp_path):
