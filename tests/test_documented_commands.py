@@ -138,9 +138,13 @@ def shrunk(tmp_path_factory):
     real_preset, real_demo = presets.preset_config, presets.demo_config
     patch.setattr(presets, "preset_config", lambda name: _tiny(real_preset(name)))
     patch.setattr(presets, "demo_config", lambda: _tiny(real_demo()))
-    real_steps = finetune.planned_steps  # fine-tuning planned, then cut to the presets' six
-    patch.setattr(finetune, "planned_steps",
-                  lambda *args: (min(real_steps(*args)[0], 6), real_steps(*args)[1]))
+    real_steps = finetune.planned_steps
+
+    def six_steps(*args):  # fine-tuning planned, then cut to the presets' six
+        steps, per_epoch = real_steps(*args)
+        return min(steps, 6), per_epoch
+
+    patch.setattr(finetune, "planned_steps", six_steps)
     patch.setattr(workflows, "DEMO_HEAD_MOLECULES", 300)
     patch.setattr(workflows, "DEMO_HEAD_TEST", 50)
     yield splits

@@ -162,11 +162,14 @@ class Kernels:
         kernels = self.rng.beta(kernel_hits + 1, kernel_draws - kernel_hits + 1, 512)
         return float(np.clip(np.mean(prior > kernels), MIN_SHARE, 1 - MIN_SHARE))
 
+    def prior_rate(self) -> float:
+        """The posterior mean rate of new hits of the prior's draws (a uniform Beta prior)."""
+        return (self.prior_hits + 1) / (self.prior_draws + 2)
+
     def pays(self) -> bool:
         """Whether the kernels' draws have given new hits more often than the prior's so far
         (posterior means): only then is encoding new hits as kernels worth its time."""
-        kernel = (self.hits.sum() + 1) / (self.draws.sum() + 2)
-        return bool(kernel > (self.prior_hits + 1) / (self.prior_draws + 2))
+        return bool((self.hits.sum() + 1) / (self.draws.sum() + 2) > self.prior_rate())
 
     def choose(self, count: int) -> np.ndarray:
         """``count`` kernel indices ``(count,)``, -1 for a draw from the prior: the kernels of
@@ -204,8 +207,7 @@ class Kernels:
         kernel = np.maximum(rows, 0)
         rate = ((self.hits[kernel] + PRIOR_STRENGTH * self.rate[kernel])
                 / (self.draws[kernel] + PRIOR_STRENGTH))
-        prior = (self.prior_hits + 1) / (self.prior_draws + 2)
-        return np.where(rows < 0, prior, rate)
+        return np.where(rows < 0, self.prior_rate(), rate)
 
     def add(self, means: np.ndarray, scales: np.ndarray, rate: np.ndarray) -> None:
         """New kernels (the encodings of new hits), each with an assumed rate."""

@@ -67,8 +67,9 @@ def compare_runs(runs: dict[str, Run], test: Sequence[str], train: Sequence[str]
         if n < 1000:
             values["unique@1000"] = values.pop(f"unique@{n}")
         results[name] = values
-        notes += [f"{name}: {note}" for note in found  # no FCD at all, or none to the
-                  if not note.startswith(("FCD not computed", "FCD/TestSF"))]  # absent TestSF
+        # not said: no FCD at all, or none to the scaffold split it does not score against
+        notes += [f"{name}: {note}" for note in found
+                  if not note.startswith(("FCD not computed", "FCD/TestSF"))]
     return {"metrics": results, "seconds": seconds, "notes": notes, "n": n, "test": len(test),
             "train": len(train)}
 
