@@ -58,6 +58,8 @@ class Found:
       distinct: new distinct molecules meeting everything the search found (the last batch's
         beyond ``asked`` included): ``distinct / draws`` is the rate it found them at.
       unique_hits: distinct molecules among the hits, reference molecules included.
+      setup_seconds: of ``seconds``, those spent before the first draw (the reference
+        molecules found and encoded, the scaffold's prefixes written).
     """
 
     molecules: list[str]
@@ -73,6 +75,7 @@ class Found:
     predicted: tuple[str, ...] = ()
     distinct: int = 0
     unique_hits: int = 0
+    setup_seconds: float = 0.0
 
     @property
     def hit_rate(self) -> float:
@@ -85,7 +88,14 @@ class Found:
 
     @property
     def per_second(self) -> float:
+        """Molecules returned per second of the whole call, set-up included."""
         return len(self.molecules) / max(self.seconds, 1e-9)
+
+    @property
+    def search_rate(self) -> float:
+        """New distinct molecules meeting everything found per second of searching (set-up
+        left out, the last batch's beyond ``asked`` counted): the rate a larger n would get."""
+        return self.distinct / max(self.seconds - self.setup_seconds, 1e-9)
 
     def summary(self) -> str:
         """One line: how many were found, for what, how fast, and why it stopped short."""
@@ -95,8 +105,9 @@ class Found:
             f"RDKit, {', '.join(self.predicted)} by the property head's prediction")
         return (f"{head} with {self.wanted}, each checked ({checked}): {self.draws:,} decoded, "
                 f"first-draw hit rate {100 * self.hit_rate:.1f}% ({100 * self.new_rate:.1f}% new "
-                f"and distinct), {self.per_second:.1f} "
-                f"molecules/s in {self.seconds:.1f} s; {self.steering}")
+                f"and distinct), {self.search_rate:.1f} new molecules/s searching, "
+                f"{self.seconds:.1f} s in all ({self.setup_seconds:.1f} s of it setting up); "
+                f"{self.steering}")
 
     def csv(self) -> str:
         """``smiles`` and each property's checked value, a row per molecule, header first."""
@@ -161,6 +172,7 @@ def sample_where(run: Run, n: int, where: Sequence[str | Condition] | str = (),
     checker = Checker(conditions, scaffold, _column_predictor(run, conditions, head))
     search = _Search(run, conditions, scaffold, checker, seed, steer, progress,
                      inference.rejection_rounds(run, rejection, grammar))
+    setup_seconds = time.monotonic() - started
     found: dict[str, tuple[str, np.ndarray]] = {}
     every_hit: set[str] = set()
     draws = hits = step = 0
@@ -193,7 +205,8 @@ def sample_where(run: Run, n: int, where: Sequence[str | Condition] | str = (),
     values = (np.array([v for _, v in kept]) if kept else np.zeros((0, len(checker.names))))
     return Found([text for text, _ in kept], checker.names, values, n, draws, hits,
                  time.monotonic() - started, stopped, search.steering,
-                 _wanted(conditions, scaffold), checker.column_names, len(found), len(every_hit))
+                 _wanted(conditions, scaffold), checker.column_names, len(found), len(every_hit),
+                 setup_seconds)
 
 
 def _wanted(conditions: Sequence[Condition], scaffold: Scaffold | None) -> str:

@@ -56,6 +56,9 @@ def test_every_molecule_returned_meets_every_condition(run_with_references):
     assert not references & set(found.molecules)  # novel: the steering molecules left out
     assert found.draws >= 12 and 0 < found.hit_rate <= 1 and found.hits >= 12
     assert "z near" in found.steering and "first-draw hit rate" in found.summary()
+    assert 0 < found.setup_seconds < found.seconds and "s of it setting up" in found.summary()
+    assert found.search_rate == pytest.approx(
+        found.distinct / (found.seconds - found.setup_seconds)) and found.distinct >= 12
     again = sample_where(run_with_references, 12, WHERE, seed=0, max_draws=6000)
     assert again.molecules == found.molecules  # the same for a seed
 
