@@ -75,7 +75,9 @@ def run_targets(run, args, train, report) -> list[dict]:
     from seqvae.conditional import sample_where
 
     rows = []
-    for label, where in PROPERTY_TARGETS:
+    for number, (label, where) in enumerate(PROPERTY_TARGETS, 1):
+        if args.targets and number not in args.targets:
+            continue
         row = {"target": label}
         for method, steer in (("steered", True), ("filter", False)):
             found = sample_where(run, 10**7, where, seed=args.seed, steer=steer,
@@ -156,6 +158,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/conditional.md")
     parser.add_argument("--only", choices=("properties", "scaffolds"))
+    parser.add_argument("--targets", type=lambda text: {int(n) for n in text.split(",")},
+                        default=set(), help="the property targets to run, by their number "
+                        "in the table (1-8; default: all)")
     args = parser.parse_args(argv)
 
     from seqvae.conditional import sample_where

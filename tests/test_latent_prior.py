@@ -212,6 +212,12 @@ def test_a_run_trained_with_the_aggregate_prior_keeps_it_and_samples_it(tmp_path
                                   inference.prior_draw(run, 5, 2, "fitted"))
     assert not np.array_equal(inference.prior_draw(run, 5, 2),
                               inference.prior_draw(run, 5, 2, "standard"))
+    centres = inference.prior_draw(run, 5, 2, widen=0.0)  # the same kernels, each at its mean
+    assert {tuple(row) for row in centres} <= {tuple(row) for row in prior.means}
+    np.testing.assert_allclose(inference.prior_draw(run, 5, 2, widen=1.6) - centres,
+                               1.6 * (inference.prior_draw(run, 5, 2) - centres), atol=1e-5)
+    np.testing.assert_array_equal(inference.prior_draw(run, 5, 2, "standard", widen=1.6),
+                                  inference.prior_draw(run, 5, 2, "standard"))
     assert inference.sample(run, 8, seed=1) == inference.sample(run, 8, seed=1, prior="fitted")
     plain = dataclasses.replace(run, config=dataclasses.replace(
         run.config, model=dataclasses.replace(run.config.model, prior="standard")))

@@ -8,7 +8,8 @@ run knows (the tables ``seqvae fit-properties`` cached, else computed once on th
 data), ``near_target`` keeps those meeting the conditions (or, where few do, the nearest), and
 ``Kernels`` holds their encodings, each widened by the run's ``model.prior_widen`` as the prior
 widens its own, and by ``STEER_WIDEN`` more, so that the molecules decoded near a kernel differ
-from it and from each other.
+from it and from each other (the search's draws from the prior are widened as much, for the same
+reason: on pretrained:moses the prior as sampled gives a training molecule in half its draws).
 
 Measured on the demo (``bench/kernel_signal.py``), a molecule decoded from a kernel is the
 kernel's own in 17% of draws and otherwise differs from it (its logP by 0.61 in the median), so

@@ -298,7 +298,7 @@ class _Search:
                                     greedy=greedy, seed=seed, batch_size=count, grammar=grammar,
                                     prior=prior, rejection=self.rounds), None
         chosen = self.kernels.choose(count) if self.kernels is not None else None
-        z = inference.prior_draw(run, count, seed, prior)
+        z = inference.prior_draw(run, count, seed, prior, widen=kernel_lib.STEER_WIDEN)
         if chosen is not None:
             z = self.kernels.draw(chosen, z)
         sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,

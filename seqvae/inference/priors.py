@@ -51,9 +51,11 @@ def describe_prior(run: Run, prior: str | None = None) -> str:
     return f"a fitted mixture of {fitted.components} Gaussian(s)"
 
 
-def prior_draw(run: Run, num: int, seed, prior: str | None = None) -> np.ndarray:
+def prior_draw(run: Run, num: int, seed, prior: str | None = None,
+               widen: float = 1.0) -> np.ndarray:
     """``num`` latent vectors float32 ``(num, latent_dim)`` from the standard or the fitted
-    prior (None: the run's own, ``run_prior``), the same for a seed."""
+    prior (None: the run's own, ``run_prior``), the same for a seed; ``widen`` multiplies the
+    fitted prior's kernels' (or components') spread, and leaves N(0, I) as it is."""
     prior = run_prior(run, prior)
     z = decoding.prior_z(num, run.config.model.latent_dim, seed).numpy()
     if prior == "fitted" and run.config.model.prior == "aggregate" and not os.path.exists(
@@ -63,7 +65,7 @@ def prior_draw(run: Run, num: int, seed, prior: str | None = None) -> np.ndarray
                           f"train --resume --out {run.run_dir}', or keep it now with 'seqvae "
                           f"fit-prior {run.run_dir} --aggregate' (or sample --prior standard)")
     if prior == "fitted":
-        return loaded_prior(run).transform(z, seed)
+        return loaded_prior(run).transform(widen * z, seed)
     if prior != "standard":
         raise SeqvaeError(f"prior must be one of {', '.join(latent_prior.PRIORS)}, got {prior!r}")
     return z
