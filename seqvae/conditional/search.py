@@ -279,7 +279,8 @@ class _Search:
                         else "holding the substructure")
                 steps.append(f"z near {len(kept):,} molecules of {table.source} ({meeting:,} "
                              f"{what}), each new hit added, the kernels that give new hits "
-                             "drawn more, and from the prior as often as it does as well")
+                             "drawn more, and from the prior (as widened) as often as it does "
+                             "as well")
                 self.references = _canonical(table.texts, table.source)
             else:
                 steps.append(f"no molecule of {table.source} to steer by: z from the prior")
