@@ -20,9 +20,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from seqvae import runtime  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # pretrained_curve beside it
 
-runtime.tune_process()  # TensorFlow set up as the command line sets it up
+from pretrained_curve import drawn_quality  # noqa: E402  (it sets TensorFlow up as the CLI does)
 
 BATCH = 1000
 
@@ -54,19 +54,15 @@ def mixed_sampler(vae, lm):
     return sample
 
 
-def measure(vae, lm, weight: float, samples: int, train: set) -> dict:
+def measure(vae, sample, weight: float, samples: int, train: set) -> dict:
+    """One weight's row: ``samples`` molecules from ``sample`` (``mixed_sampler``) scored."""
     import numpy as np
     import tensorflow as tf
-    from rdkit import rdBase
 
     from seqvae import inference
-    from seqvae.data.chemistry import canonical_smiles
     from seqvae.data.preparation import ids_to_texts
-    from seqvae.evaluation import chemnet, metrics
-    from seqvae.evaluation.moses_files import _moses_fcd_statistics
 
     started = time.monotonic()
-    sample = mixed_sampler(vae, lm)
     texts = []
     for first in range(0, samples, BATCH):
         count = min(BATCH, samples - first)
@@ -74,14 +70,8 @@ def measure(vae, lm, weight: float, samples: int, train: set) -> dict:
         ids = sample(tf.constant(z), tf.constant(weight, tf.float32),
                      tf.constant([first, 7], tf.int32))
         texts += ids_to_texts(vae.codec, np.asarray(ids))
-    with rdBase.BlockLogs():
-        valid = [text for text in map(canonical_smiles, texts) if text is not None]
-    reference = _moses_fcd_statistics("test")
-    fcd = chemnet.frechet_distance(chemnet.chemnet_statistics(valid),
-                                   (reference["mean"], reference["covariance"]))
-    return {"weight": weight, "valid": len(valid) / samples,
-            "unique@10k": metrics.fraction_unique(valid, 10_000, check_validity=False),
-            "novelty": metrics.novelty(valid, train), "fcd_test": round(float(fcd), 3),
+    row = drawn_quality(texts, train)
+    return {"weight": weight, **row, "fcd_test": round(row["fcd_test"], 3),
             "seconds": round(time.monotonic() - started)}
 
 
@@ -103,8 +93,9 @@ def main() -> int:
     train = set(read_sequences("moses:train").texts)
     print("| w (VAE's share) | valid | unique@10k | novelty | FCD/Test | s |")
     print("|---:|---:|---:|---:|---:|---:|")
+    sample = mixed_sampler(vae, lm)  # one trace: the weight is an argument
     for weight in (float(w) for w in args.weights.split(",")):
-        row = measure(vae, lm, weight, args.samples, train)
+        row = measure(vae, sample, weight, args.samples, train)
         print(json.dumps(row), file=sys.stderr, flush=True)
         print(f"| {weight:g} | {row['valid']:.4f} | {row['unique@10k']:.4f} | "
               f"{row['novelty']:.3f} | {row['fcd_test']:.2f} | {row['seconds']} |", flush=True)

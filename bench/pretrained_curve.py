@@ -77,27 +77,38 @@ def sample_quality(run, samples: int, train: set, temperature: float = 1.0,
     grammar; ``prior`` and ``temperature`` as its options): validity, unique@10k, novelty
     against ``train``, FCD against MOSES's own test statistics, the share rejected."""
     from seqvae import inference
-    from seqvae.data.chemistry import canonical_smiles
-    from seqvae.evaluation import chemnet, metrics
-    from seqvae.evaluation.moses_files import _moses_fcd_statistics
 
     stats: dict = {}
     drawn = inference.sample(run, samples, seed=0, stats=stats, temperature=temperature,
                              prior=prior)
-    valid = [text for text in map(canonical_smiles, drawn) if text is not None]
+    return {**drawn_quality(drawn, train), "rejected": stats.get("rejected", 0.0),
+            "samples": samples}
+
+
+def drawn_quality(drawn: list[str], train: set) -> dict:
+    """Of sampled texts: the share RDKit parses, unique@10k, novelty against ``train`` and FCD
+    against MOSES's own test statistics, all of the valid ones."""
+    from rdkit import rdBase
+
+    from seqvae.data.chemistry import canonical_smiles
+    from seqvae.evaluation import chemnet, metrics
+    from seqvae.evaluation.moses_files import _moses_fcd_statistics
+
+    with rdBase.BlockLogs():
+        valid = [text for text in map(canonical_smiles, drawn) if text is not None]
     reference = _moses_fcd_statistics("test")
     fcd = chemnet.frechet_distance(chemnet.chemnet_statistics(valid),
                                    (reference["mean"], reference["covariance"]))
     return {"valid": len(valid) / max(len(drawn), 1),
             "unique@10k": metrics.fraction_unique(valid, 10_000, check_validity=False),
-            "novelty": metrics.novelty(valid, train), "fcd_test": float(fcd),
-            "rejected": stats.get("rejected", 0.0), "samples": samples}
+            "novelty": metrics.novelty(valid, train), "fcd_test": float(fcd)}
 
 
 def measure(view: str, samples: int, recon: int) -> dict:
     import numpy as np
 
     from seqvae import inference
+    from seqvae.config import LANGUAGE_MODEL
     from seqvae.data.sources import random_subset, read_sequences
     from seqvae.run import load_run
 
@@ -105,7 +116,7 @@ def measure(view: str, samples: int, recon: int) -> dict:
     run = load_run(view)
     molecules = read_sequences("moses:train")
     train = set(molecules.texts)
-    if run.config.model.z_conditioning == "none":  # a language model: z unused, nothing to fit
+    if run.config.model.z_conditioning == LANGUAGE_MODEL:  # z unused: nothing to fit
         row = sample_quality(run, samples, train, prior="standard")
         return {**row, "recon_greedy": None, "token_accuracy": None,
                 "seconds": round(time.monotonic() - started), "recon_molecules": 0}
