@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the bundled MOSES train split)")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out exactly")
+    p.add_argument("--init", metavar="RUN", help="start from RUN's weights (a run directory or "
+                   "pretrained:NAME), with its vocabulary and, unless --preset or --config is "
+                   "given, its config (then --set and the flags); its model must stay RUN's")
     p.add_argument("--strict", action="store_true", help="fail on invalid SMILES instead of skipping")
     p.add_argument("--stream", action="store_true",
                    help="stream DATA (text files, glob patterns, .gz) through tf.data without "

@@ -50,9 +50,16 @@ def cmd_train(args) -> int:
         from seqvae.run import read_run_files
 
         stored = read_run_files(args.out).config
-    config = _build_config(args, stored)  # train() refuses settings that differ from the run's
+    codec = init = None
+    if args.init:
+        from seqvae import warm_start
+
+        config = _build_config(args, stored or warm_start.base_config(args.init))
+        codec, init = warm_start.warm_start(args.init, config, args.out)
+    else:
+        config = _build_config(args, stored)  # train() refuses settings that differ from the run's
     summary = train(config, args.out, args.data, resume=args.resume, strict=args.strict,
-                    strategy=args.strategy)
+                    strategy=args.strategy, codec=codec, init=init)
     if not summary.get("already_finished"):
         _print_train_summary(summary)
     print(f"weights checksum {summary['weights_checksum']}")
