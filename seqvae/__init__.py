@@ -14,8 +14,8 @@ checks it):
 - ``training`` (the objective, schedules, the loop and its hooks, distribution, the gradient
   doctor) and, beside it, ``inference`` (sample, encode, decode, reconstruct, interpolate);
   neither imports the other.
-- ``property_fit`` and ``export``; then ``evaluation`` (MOSES metrics, VAE quality, the report)
-  and ``optimize``; then ``explore``.
+- ``property_fit``, ``export`` and ``warm_start`` (a run started from another's weights); then
+  ``evaluation`` (MOSES metrics, VAE quality, the report) and ``optimize``; then ``explore``.
 - ``workflows`` (train then keep the prior and export; the demo) and ``cli`` (argument parsing
   only) on top.
 

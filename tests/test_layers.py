@@ -14,7 +14,7 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # (training and inference share a layer: neither imports the other).
 LAYERS = {"errors": 0, "files": 0, "parallel": 0, "messages": 0, "runtime": 1, "config": 1, "data": 2,
           "model": 3, "checkpoints": 4, "latent_prior": 4, "pretrained": 4, "run": 5, "training": 6,
-          "inference": 6, "property_fit": 7, "export": 7, "evaluation": 8, "optimize": 8,
+          "inference": 6, "property_fit": 7, "export": 7, "warm_start": 7, "evaluation": 8, "optimize": 8,
           "conditional": 8, "explore": 9, "workflows": 10, "finetune": 11, "cli": 12, "__main__": 13, "presets": 2}
 MAX_LINES = 450
 
