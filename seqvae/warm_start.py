@@ -18,6 +18,8 @@ import dataclasses
 import json
 import os
 
+import numpy as np
+
 from seqvae import files
 from seqvae.errors import SeqvaeError
 
@@ -84,12 +86,8 @@ def warm_start(base_dir: str, config, out: str):
         os.makedirs(out, exist_ok=True)
         files.write_text_atomic(path, json.dumps(record, indent=1) + "\n")
 
-    trained = {vocabulary_growth.weight_key(w.path): w for w in base.model.weights}
-
-    def init(model) -> None:  # matched by path; a property head BASE lacks starts anew
-        for weight in model.weights:
-            source = trained.get(vocabulary_growth.weight_key(weight.path))
-            if source is not None:
-                weight.assign(source)
+    def init(model) -> None:  # the same vocabulary: nothing grows; a head BASE lacks starts anew
+        vocabulary_growth.transfer(base.model.weights, model.weights, len(base.vocab),
+                                   np.zeros(0, np.int64), keep_missing=True)
 
     return base.codec, init

@@ -107,22 +107,26 @@ def weight_key(path: str) -> str:
 
 
 def transfer(trained_weights: Sequence, weights: Sequence, vocab_size: int,
-             analogs: np.ndarray) -> int:
+             analogs: np.ndarray, keep_missing: bool = False) -> int:
     """Sets ``weights`` (a grown model's, or one of the same vocabulary) from a trained model's
     ``trained_weights``, matched by path (``weight_key``), each grown with ``grow``; the output
     bias's new slices start ``NEW_TOKEN_BIAS`` lower. Weights the grown model lacks (a jointly
-    trained property head) are left behind.
+    trained property head) are left behind; with ``keep_missing``, weights the trained model
+    lacks (a property head it never had) keep their values.
 
     Returns:
       How many weights were grown.
 
     Raises:
-      SeqvaeError: a weight of the grown model has no trained counterpart.
+      SeqvaeError: a weight of the grown model has no trained counterpart (unless
+        ``keep_missing``), or cannot be grown from it.
     """
     trained = {weight_key(w.path): w for w in trained_weights}
     grown = 0
     for weight in weights:
         source = trained.get(weight_key(weight.path))
+        if source is None and keep_missing:
+            continue
         if source is None:
             raise SeqvaeError(f"the trained model has no weight {weight.path!r}: the "
                               "architectures differ")

@@ -75,3 +75,20 @@ def test_transfer_refuses_another_architecture():
     other = SequenceVAE(tiny_config(decoder_layers=3).model, len(OLD), 20).build_weights()
     with pytest.raises(SeqvaeError, match="architectures differ"):
         growth.transfer(trained.weights, other.weights, len(OLD), growth.analog_ids(OLD, OLD))
+
+
+def test_keep_missing_sets_what_matches_and_leaves_the_rest():
+    config = tiny_config().model
+    trained = SequenceVAE(config, len(OLD), 20).build_weights()
+    other = SequenceVAE(config, len(OLD), 20, num_properties=2).build_weights()
+    before = {w.path: w.numpy() for w in other.weights}
+    growth.transfer(trained.weights, other.weights, len(OLD), growth.analog_ids(OLD, OLD),
+                    keep_missing=True)
+    sources = {growth.weight_key(w.path): w.numpy() for w in trained.weights}
+    kept = 0
+    for weight in other.weights:
+        source = sources.get(growth.weight_key(weight.path))
+        expected = before[weight.path] if source is None else source
+        kept += source is None
+        np.testing.assert_array_equal(weight.numpy(), expected)
+    assert kept > 0  # the property head's weights, which the trained model lacks
