@@ -25,6 +25,7 @@ figures; rows measured before are read back from ``OUT/curve.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -72,22 +73,33 @@ def training_hours(run_dir: str, step: int) -> float:
 
 
 def sample_quality(run, samples: int, train: set, temperature: float = 1.0,
-                   prior: str | None = None) -> dict:
+                   prior: str | None = None, snn: bool = False) -> dict:
     """``samples`` molecules drawn as ``seqvae sample`` draws them (by rejection under the
     grammar; ``prior`` and ``temperature`` as its options): validity, unique@10k, novelty
-    against ``train``, FCD against MOSES's own test statistics, the share rejected."""
+    against ``train``, FCD against MOSES's own test statistics (and SNN/Test with ``snn``), the
+    share rejected."""
     from seqvae import inference
 
     stats: dict = {}
     drawn = inference.sample(run, samples, seed=0, stats=stats, temperature=temperature,
                              prior=prior)
-    return {**drawn_quality(drawn, train), "rejected": stats.get("rejected", 0.0),
+    return {**drawn_quality(drawn, train, snn), "rejected": stats.get("rejected", 0.0),
             "samples": samples}
 
 
-def drawn_quality(drawn: list[str], train: set) -> dict:
+@functools.lru_cache(maxsize=1)
+def test_reference():
+    """MOSES test's fingerprints, for SNN/Test (computed once per process)."""
+    from seqvae.data.sources import read_sequences
+    from seqvae.evaluation import metrics
+
+    return metrics.as_reference(read_sequences("moses:test").texts)
+
+
+def drawn_quality(drawn: list[str], train: set, snn: bool = False) -> dict:
     """Of sampled texts: the share RDKit parses, unique@10k, novelty against ``train`` and FCD
-    against MOSES's own test statistics, all of the valid ones."""
+    against MOSES's own test statistics (and with ``snn``, SNN against MOSES test), all of the
+    valid ones."""
     from rdkit import rdBase
 
     from seqvae.data.chemistry import canonical_smiles
@@ -101,7 +113,8 @@ def drawn_quality(drawn: list[str], train: set) -> dict:
                                    (reference["mean"], reference["covariance"]))
     return {"valid": len(valid) / max(len(drawn), 1),
             "unique@10k": metrics.fraction_unique(valid, 10_000, check_validity=False),
-            "novelty": metrics.novelty(valid, train), "fcd_test": float(fcd)}
+            "novelty": metrics.novelty(valid, train), "fcd_test": float(fcd),
+            **({"snn_test": metrics.snn(valid, test_reference())} if snn else {})}
 
 
 def measure(view: str, samples: int, recon: int) -> dict:

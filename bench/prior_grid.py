@@ -7,7 +7,8 @@ draws from one kernel) and so does novelty, while widening the kernels raises bo
 FCD. For every combination of ``--kernels``, ``--widen`` and ``--temperature`` (and a row for
 ``--prior standard``, and for Gaussian mixtures fitted to the encodings, ``--components``), on a copy of the run at ``--step`` (default: its latest checkpoint) in
 ``OUT/step-S`` (the run itself is not touched): validity, unique@10k, novelty against MOSES
-train, FCD/Test and the share the grammar rejected, of ``--samples`` molecules.
+train, FCD/Test (and with ``--snn`` SNN/Test) and the share the grammar rejected, of
+``--samples`` molecules.
 
     python bench/prior_grid.py runs/pretrained_moses --out runs/prior_grid \\
         --kernels 50000,150000 --widen 1.0,1.2,1.45 --temperature 1.0,0.9
@@ -47,6 +48,8 @@ def main() -> int:
                         help="also Gaussian mixtures of these sizes fitted to the encodings of "
                              "the largest --kernels (seqvae fit-prior --components K)")
     parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--snn", action="store_true",
+                        help="also SNN/Test (MOSES's test split's fingerprints, ~1 min once)")
     args = parser.parse_args()
 
     from machine import cpu_model
@@ -68,7 +71,7 @@ def main() -> int:
             latent_prior.save(run.run_dir, prior)
         for temperature in numbers(args.temperature):
             row = sample_quality(run, args.samples, train, temperature,
-                                 prior="standard" if prior is None else "fitted")
+                                 prior="standard" if prior is None else "fitted", snn=args.snn)
             rows.append({"prior": name, "temperature": temperature, **row,
                          "seconds": round(time.monotonic() - started)})
             print(json.dumps(rows[-1]), flush=True)
@@ -88,12 +91,14 @@ def main() -> int:
     if args.standard:
         measure_all("standard N(0, I)")
     lines = [f"`{args.run_dir}` at step {step:,}; {args.samples:,} samples each; {cpu_model()}.",
-             "", "| prior | temperature | valid | unique@10k | novelty | FCD/Test | rejected |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "", "| prior | temperature | valid | unique@10k | novelty | FCD/Test | "
+             + ("SNN/Test | " if args.snn else "") + "rejected |",
+             "|---|---:|---:|---:|---:|---:|" + ("---:|" if args.snn else "") + "---:|"]
     for r in rows:
+        snn = f"{r['snn_test']:.3f} | " if args.snn else ""
         lines.append(f"| {r['prior']} | {r['temperature']:g} | {r['valid']:.4f} | "
                      f"{r['unique@10k']:.4f} | {r['novelty']:.3f} | {r['fcd_test']:.2f} | "
-                     f"{100 * r['rejected']:.1f}% |")
+                     f"{snn}{100 * r['rejected']:.1f}% |")
     with open(os.path.join(args.out, f"grid-{step}.md"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -160,7 +160,7 @@ def build(args, folder: str) -> tuple[object, dict]:
                                f"config.json --out runs/{args.name}")
     return run, {"name": args.name, "description": args.description or "",
                  "trained_on": trained_on, "command": command,
-                 "training": {"steps": step, "seconds": seconds,
+                 "training": {"steps": args.train_steps or step, "seconds": seconds,
                               "cpu": args.cpu or cpu_description()},
                  "metrics": read_metrics(args.metrics), "metrics_command": args.metrics_command,
                  "weights": {"checkpoint": f"checkpoints/ckpt-{step}",
@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", help="the CPU it was trained on (default: this machine's)")
     parser.add_argument("--train-hours", type=float, help="training time (default: from the "
                         "run's metrics.jsonl)")
+    parser.add_argument("--train-steps", type=int, help="training steps (default: the "
+                        "checkpoint's; give the sum where the run continued another's, --init)")
     parser.add_argument("--description", help="one line on what the model is")
     parser.add_argument("--force", action="store_true", help="replace a shipped model of NAME")
     args = parser.parse_args(argv)

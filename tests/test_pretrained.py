@@ -89,7 +89,7 @@ def shipped(source_run, tmp_path_factory):
     assert SHIP.main([source_run, "tiny", "--metrics", str(metrics), "--cpu", "a test CPU",
                       "--command", "seqvae train molecules.smi --out runs/tiny"]) == 0
     assert SHIP.main([source_run, "half", "--root", str(root), "--float16",
-                      "--prior-kernels", "20"]) == 0
+                      "--prior-kernels", "20", "--train-steps", "120", "--train-hours", "2"]) == 0
     for name in ("tiny", "half"):
         _read_only(root / name)
     yield root
@@ -111,6 +111,9 @@ def test_the_shipped_folder_holds_a_consumers_files_and_their_sums(shipped):
     assert manifest["metrics"] == METRICS and manifest["training"]["cpu"] == "a test CPU"
     assert manifest["training"]["steps"] == 20 and manifest["training"]["seconds"] > 0
     assert manifest["weights"] == {"checkpoint": "checkpoints/ckpt-20", "dtype": "float32"}
+    half = json.loads((shipped / "half" / pretrained.MANIFEST).read_text())  # two stages' sums
+    assert half["training"]["steps"] == 120 and half["training"]["seconds"] == 7200
+    assert half["weights"]["checkpoint"] == "checkpoints/ckpt-20"
     import tensorflow as tf
 
     stored = dict(tf.train.list_variables(str(folder / "checkpoints" / "ckpt-20")))

@@ -7,9 +7,15 @@ are those of molecules that have it: ``reference_table`` finds molecules whose R
 run knows (the tables ``seqvae fit-properties`` cached, else computed once on the training
 data), ``near_target`` keeps those meeting the conditions (or, where few do, the nearest), and
 ``Kernels`` holds their encodings, each widened by the run's ``model.prior_widen`` as the prior
-widens its own, and by ``STEER_WIDEN`` more, so that the molecules decoded near a kernel differ
-from it and from each other (the search's draws from the prior are widened as much, for the same
-reason: on pretrained:moses the prior as sampled gives a training molecule in half its draws).
+widens its own, and drawn wider still by a factor the search sets (``next_widen``), so that the
+molecules decoded near a kernel differ from it and from each other (the search's draws from the
+prior are widened as much, for the same reason: on the first stage of pretrained:moses the prior
+as sampled gave a training molecule in half its draws). How much wider depends on the run: a
+sharp decoder (the demo) gives a kernel's molecule back unless the kernel is widened ~1.6x, a
+wider posterior (pretrained:moses's KL-0.5 stage) gives distinct molecules at 1x, where 1.6x
+halves the hit rate. So the factor starts at ``STEER_WIDEN`` and follows the repeats: wider
+while more than ``REPEATS[1]`` of the recent hits repeat a molecule found before, narrower
+(to the prior's own width at least) while fewer than ``REPEATS[0]`` do.
 
 Measured on the demo (``bench/kernel_signal.py``), a molecule decoded from a kernel is the
 kernel's own in 17% of draws and otherwise differs from it (its logP by 0.61 in the median), so
@@ -46,11 +52,41 @@ NEAR_RATE = 0.05  # a nearest one that does not
 PRIOR_STRENGTH = 4.0  # draws' worth of that assumption
 MIN_SHARE = 0.05  # of a batch drawn from the prior, and from the kernels, at least
 # Kernels are wider than the prior's own by this factor: a sharp decoder gives a kernel's own
-# molecule (or an earlier hit) back from most draws near it. On pretrained:moses (25 s per
-# target: logP 4.5 +- 0.25, QED >= 0.9, logP >= 3 with QED >= 0.85) 1.0x found 33-45 new
-# molecules/s with 51-67% of the hits distinct; 1.5x 31-44/s, 93-94%; 1.7x 27-34/s, 97-99%;
+# molecule (or an earlier hit) back from most draws near it. On pretrained:moses's first stage
+# (25 s per target: logP 4.5 +- 0.25, QED >= 0.9, logP >= 3 with QED >= 0.85) 1.0x found 33-45
+# new molecules/s with 51-67% of the hits distinct; 1.5x 31-44/s, 93-94%; 1.7x 27-34/s, 97-99%;
 # 2.0x 23-27/s, >99%.
-STEER_WIDEN = 1.6
+STEER_WIDEN = 1.6  # where the factor starts
+WIDEN_RANGE = (1.0, 3.0)  # the factor's bounds: never narrower than the prior samples
+WIDEN_STEP = 1.1  # the factor's change after a batch outside the band
+REPEATS = (0.01, 0.03)  # the band of the recent hits' share of repeats the factor keeps to
+RECENT = 0.7  # the weight of the earlier batches' hits and repeats after each batch
+
+
+def next_widen(widen: float, recent: tuple[float, float], hits: int, repeats: int
+               ) -> tuple[float, tuple[float, float]]:
+    """The kernels' widening factor after a batch, and the decayed counts it was set by.
+
+    Args:
+      widen: the factor the batch was drawn at.
+      recent: ``(hits, repeats)`` of the earlier batches, decayed.
+      hits: the batch's decoded molecules that met every condition.
+      repeats: those of them that were found before (or are reference molecules).
+
+    Returns:
+      ``(widen, (hits, repeats))``: ``widen`` times ``WIDEN_STEP`` while more than
+      ``REPEATS[1]`` of the recent hits were repeats, divided by it while fewer than
+      ``REPEATS[0]`` were, within ``WIDEN_RANGE``; unchanged with under 10 recent hits.
+    """
+    recent_hits = RECENT * recent[0] + hits
+    recent_repeats = RECENT * recent[1] + repeats
+    if recent_hits >= 10:
+        share = recent_repeats / recent_hits
+        if share > REPEATS[1]:
+            widen = min(widen * WIDEN_STEP, WIDEN_RANGE[1])
+        elif share < REPEATS[0]:
+            widen = max(widen / WIDEN_STEP, WIDEN_RANGE[0])
+    return widen, (recent_hits, recent_repeats)
 
 
 def reference_table(run: Run, names: Sequence[str],
@@ -183,13 +219,13 @@ class Kernels:
         return np.concatenate([np.resize(order, count - from_prior),
                                np.full(from_prior, -1)]).astype(np.int64)
 
-    def draw(self, chosen: np.ndarray, prior_z: np.ndarray) -> np.ndarray:
-        """float32 ``(len(chosen), L)``: one z from each chosen kernel, ``prior_z``'s row where
-        the draw is the prior's."""
+    def draw(self, chosen: np.ndarray, prior_z: np.ndarray, widen: float = 1.0) -> np.ndarray:
+        """float32 ``(len(chosen), L)``: one z from each chosen kernel, its scales times
+        ``widen``, and ``prior_z``'s row where the draw is the prior's."""
         z = np.array(prior_z, np.float32)
         rows = np.flatnonzero(chosen >= 0)
         eps = self.rng.standard_normal((len(rows), self.means.shape[1])).astype(np.float32)
-        z[rows] = self.means[chosen[rows]] + self.scales[chosen[rows]] * eps
+        z[rows] = self.means[chosen[rows]] + np.float32(widen) * self.scales[chosen[rows]] * eps
         return z
 
     def update(self, chosen: np.ndarray, new_hit: np.ndarray) -> None:
@@ -221,8 +257,8 @@ class Kernels:
 
 def encoded_kernels(run: Run, texts: Sequence[str], widen: float | None = None):
     """``(rows, means (K, L), scales (K, L))`` of the texts the run can encode: their posterior
-    means, and standard deviations widened by ``widen`` (None: ``STEER_WIDEN`` times
-    ``model.prior_widen``)."""
-    widen = STEER_WIDEN * run.config.model.prior_widen if widen is None else widen
+    means, and standard deviations widened by ``widen`` (None: ``model.prior_widen``, as the
+    prior widens its own)."""
+    widen = run.config.model.prior_widen if widen is None else widen
     kept, means, log_vars = inference.encode_writable(run, texts)
     return kept, means, (widen * np.exp(0.5 * log_vars)).astype(np.float32)

@@ -197,7 +197,8 @@ def sample_where(run: Run, n: int, where: Sequence[str | Condition] | str = (),
                 found[smiles] = (texts[row], checked.values[row])
                 new[row] = True
         hits, draws, step = hits + int(checked.ok.sum()), draws + count, step + 1
-        search.learn(chosen, new, [checked.canonical[row] for row in np.flatnonzero(new)])
+        search.learn(chosen, new, [checked.canonical[row] for row in np.flatnonzero(new)],
+                     int(checked.ok.sum()))
         if progress is not None:
             progress(f"{min(len(found), n)}/{n} found, {draws:,} decoded, hit rate "
                      f"{100 * hits / draws:.1f}%, {time.monotonic() - started:.0f} s")
@@ -253,6 +254,7 @@ class _Search:
         self.references: set[str] = set()
         self.kernels: kernel_lib.Kernels | None = None
         self.prefixes = None
+        self.widen, self.recent = kernel_lib.STEER_WIDEN, (0.0, 0.0)
         steps = []
         if steer and scaffold is not None and scaffold.molecule is not None \
                 and run.info["tokenizer"] == "smiles":
@@ -279,8 +281,9 @@ class _Search:
                         else "holding the substructure")
                 steps.append(f"z near {len(kept):,} molecules of {table.source} ({meeting:,} "
                              f"{what}), each new hit added, the kernels that give new hits "
-                             "drawn more, and from the prior (as widened) as often as it does "
-                             "as well")
+                             "drawn more, and from the prior as often as it does as well, "
+                             f"both widened ({kernel_lib.STEER_WIDEN:g}x to start) while the "
+                             "hits repeat")
                 self.references = _canonical(table.texts, table.source)
             else:
                 steps.append(f"no molecule of {table.source} to steer by: z from the prior")
@@ -299,9 +302,9 @@ class _Search:
                                     greedy=greedy, seed=seed, batch_size=count, grammar=grammar,
                                     prior=prior, rejection=self.rounds), None
         chosen = self.kernels.choose(count) if self.kernels is not None else None
-        z = inference.prior_draw(run, count, seed, prior, widen=kernel_lib.STEER_WIDEN)
+        z = inference.prior_draw(run, count, seed, prior, widen=self.widen)
         if chosen is not None:
-            z = self.kernels.draw(chosen, z)
+            z = self.kernels.draw(chosen, z, self.widen)
         sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, seed=seed,
                         batch_size=count)
         if self.prefixes is not None:
@@ -316,10 +319,13 @@ class _Search:
         texts = ids_to_texts(run.codec, ids)
         return [None if bad else text for text, bad in zip(texts, rejected)], chosen
 
-    def learn(self, chosen, new: np.ndarray, molecules: list[str]) -> None:
+    def learn(self, chosen, new: np.ndarray, molecules: list[str], hits: int) -> None:
         """Counts each kernel's new hits, makes the new hits kernels (from their parent's rate)
         while the kernels find more than the prior (else the search is sampling the prior and
-        filtering, and encoding the hits would only slow it) and, under a scaffold, prefixes."""
+        filtering, and encoding the hits would only slow it) and, under a scaffold, prefixes;
+        widens the next draws while the batch's ``hits`` repeat (``kernel_lib.next_widen``)."""
+        self.widen, self.recent = kernel_lib.next_widen(self.widen, self.recent, hits,
+                                                        hits - len(molecules))
         if self.prefixes is not None and molecules:
             self.prefixes.grow(molecules)
         if self.kernels is None or chosen is None:

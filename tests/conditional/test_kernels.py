@@ -95,3 +95,31 @@ def test_encoded_kernels_widen_the_posteriors(run):
     assert rows.tolist() == [0, 2] and means.shape == scales.shape == (2, 4)
     _, _, once = kernel_lib.encoded_kernels(run, ["CCO"], widen=1.0)
     np.testing.assert_allclose(scales[0], 2.0 * once[0], rtol=1e-5)
+
+
+def test_the_kernels_widen_while_the_hits_repeat_and_narrow_back_to_the_prior():
+    widen, recent = kernel_lib.STEER_WIDEN, (0.0, 0.0)
+    widen, recent = kernel_lib.next_widen(widen, recent, hits=5, repeats=5)
+    assert widen == kernel_lib.STEER_WIDEN and recent == (5, 5)  # too few hits to judge
+    widen, recent = kernel_lib.next_widen(widen, recent, hits=20, repeats=4)
+    assert widen == pytest.approx(kernel_lib.STEER_WIDEN * kernel_lib.WIDEN_STEP)
+    assert recent == pytest.approx((23.5, 7.5))
+    for _ in range(40):  # repeats all along: up to the bound, not past it
+        widen, recent = kernel_lib.next_widen(widen, recent, hits=20, repeats=10)
+    assert widen == kernel_lib.WIDEN_RANGE[1]
+    widen, recent = kernel_lib.next_widen(widen, recent, hits=20, repeats=0)
+    assert widen == kernel_lib.WIDEN_RANGE[1]  # the earlier repeats still weigh
+    for _ in range(60):  # no repeats: down to the prior's own width
+        widen, recent = kernel_lib.next_widen(widen, recent, hits=20, repeats=0)
+    assert widen == kernel_lib.WIDEN_RANGE[0]
+    held = kernel_lib.next_widen(1.3, (100.0, 2.0), hits=20, repeats=0)[0]
+    assert held == 1.3  # inside the band: kept
+
+
+def test_a_wider_draw_spreads_around_the_same_kernel():
+    kernels = kernel_lib.Kernels(np.zeros((1, 3), np.float32), np.ones((1, 3), np.float32),
+                                 np.array([0.2]), seed=1)
+    chosen, prior_z = np.zeros(4000, np.int64), np.zeros((4000, 3), np.float32)
+    narrow, wide = kernels.draw(chosen, prior_z), kernels.draw(chosen, prior_z, widen=2.0)
+    assert narrow.std() == pytest.approx(1.0, rel=0.05) and wide.std() == pytest.approx(
+        2.0, rel=0.05)
