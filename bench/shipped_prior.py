@@ -3,7 +3,7 @@ shipped model, each sampled as ``bench/pretrained_curve.py`` samples a checkpoin
 molecules by rejection under the grammar, seed 0; validity, unique@10k, novelty against MOSES
 train, FCD against MOSES's test statistics).
 
-    python bench/shipped_prior.py runs/pretrained_moses pretrained:moses
+    python bench/shipped_prior.py runs/ft_b05_6k pretrained:moses
 """
 
 from __future__ import annotations
