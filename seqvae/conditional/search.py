@@ -196,9 +196,10 @@ def sample_where(run: Run, n: int, where: Sequence[str | Condition] | str = (),
             if smiles not in found and not (novel and smiles in search.references):
                 found[smiles] = (texts[row], checked.values[row])
                 new[row] = True
-        hits, draws, step = hits + int(checked.ok.sum()), draws + count, step + 1
+        batch_hits = int(checked.ok.sum())
+        hits, draws, step = hits + batch_hits, draws + count, step + 1
         search.learn(chosen, new, [checked.canonical[row] for row in np.flatnonzero(new)],
-                     int(checked.ok.sum()))
+                     batch_hits)
         if progress is not None:
             progress(f"{min(len(found), n)}/{n} found, {draws:,} decoded, hit rate "
                      f"{100 * hits / draws:.1f}%, {time.monotonic() - started:.0f} s")
@@ -282,8 +283,8 @@ class _Search:
                 steps.append(f"z near {len(kept):,} molecules of {table.source} ({meeting:,} "
                              f"{what}), each new hit added, the kernels that give new hits "
                              "drawn more, and from the prior as often as it does as well, "
-                             f"both widened ({kernel_lib.STEER_WIDEN:g}x to start) while the "
-                             "hits repeat")
+                             "both at a width that follows the repeats among the hits "
+                             f"({kernel_lib.STEER_WIDEN:g}x to start)")
                 self.references = _canonical(table.texts, table.source)
             else:
                 steps.append(f"no molecule of {table.source} to steer by: z from the prior")
