@@ -260,9 +260,9 @@ class Kernels:
 
 
 def encoded_kernels(run: Run, texts: Sequence[str], widen: float | None = None):
-    """``(rows, means (K, L), scales (K, L), ids (K, T))`` of the texts the run can encode:
-    their posterior means, standard deviations widened by ``widen`` (None:
-    ``model.prior_widen``, as the prior widens its own) and token ids."""
+    """``(rows, means (K, L), scales (K, L))`` of the texts the run can encode: their posterior
+    means, and standard deviations widened by ``widen`` (None: ``model.prior_widen``, as the
+    prior widens its own)."""
     widen = run.config.model.prior_widen if widen is None else widen
-    kept, means, log_vars, ids = inference.encode_writable(run, texts, with_ids=True)
-    return kept, means, (widen * np.exp(0.5 * log_vars)).astype(np.float32), ids
+    kept, means, log_vars = inference.encode_writable(run, texts)
+    return kept, means, (widen * np.exp(0.5 * log_vars)).astype(np.float32)

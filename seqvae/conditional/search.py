@@ -7,9 +7,7 @@ else as the run samples: without the grammar's mask, a string the grammar reject
 a miss), checks every molecule (``conditions.Checker``: RDKit on the canonical SMILES, the head's
 prediction from its encoding for a ``col:`` property) and keeps the new ones that pass. What a
 batch finds steers the next: kernels that gave new hits are drawn more, new hits become kernels
-and decorated molecules prefixes, and a batch's kernel draws either decode freely or rewrite one
-token of the kernel's molecule and decode the rest (``mutations``), whichever has found more new
-molecules a second. With ``steer=False`` it is sample-and-filter: the run's own
+and decorated molecules prefixes. With ``steer=False`` it is sample-and-filter: the run's own
 sampler (``inference.sample``) and the same checks, the baseline ``bench/conditional.py``
 measures against.
 
@@ -29,7 +27,6 @@ import numpy as np
 
 from seqvae import inference
 from seqvae.conditional import kernels as kernel_lib
-from seqvae.conditional import mutations
 from seqvae.conditional.conditions import Checker, Condition, describe, parse_conditions
 from seqvae.conditional.scaffolds import Decorations, Scaffold, parse_scaffold
 from seqvae.data.moses import is_moses
@@ -259,9 +256,6 @@ class _Search:
         self.kernels: kernel_lib.Kernels | None = None
         self.prefixes = None
         self.widen, self.recent = kernel_lib.STEER_WIDEN, (0.0, 0.0)
-        self.rng = np.random.default_rng([seed, 0x3A7E])
-        self.rewrites: mutations.Rewrites | None = None
-        self.modes, self.mode, self.batch_started = mutations.Modes(seed), 0, 0.0
         steps = []
         if steer and scaffold is not None and scaffold.molecule is not None \
                 and run.info["tokenizer"] == "smiles":
@@ -280,12 +274,9 @@ class _Search:
             if scaffold is not None and self.prefixes is None:
                 mask = _holding(table.texts, scaffold)
             rows, rate = kernel_lib.near_target(table, conditions, mask, seed)
-            kept, means, scales, ids = kernel_lib.encoded_kernels(
-                run, [table.texts[i] for i in rows])
+            kept, means, scales = kernel_lib.encoded_kernels(run, [table.texts[i] for i in rows])
             if len(kept):
                 self.kernels = kernel_lib.Kernels(means, scales, rate[kept], seed)
-                if self.prefixes is None and mutations.rewritable(run):
-                    self.rewrites = mutations.Rewrites(run, ids, means)
                 meeting = int((rate[kept] == kernel_lib.PRIOR_RATE).sum())
                 what = ("meeting the conditions by their RDKit values" if conditions
                         else "holding the substructure")
@@ -293,11 +284,7 @@ class _Search:
                              f"{what}), each new hit added, the kernels that give new hits "
                              "drawn more, and from the prior as often as it does as well, "
                              "both at a width that follows the repeats among the hits "
-                             f"({kernel_lib.STEER_WIDEN:g}x to start)"
-                             + ("; a kernel draw either decodes freely or rewrites one "
-                                "token of its molecule's second half (drawn from the decoder) "
-                                "and decodes the rest from z, whichever finds more new "
-                                "molecules a second" if self.rewrites is not None else ""))
+                             f"({kernel_lib.STEER_WIDEN:g}x to start)")
                 self.references = _canonical(table.texts, table.source)
             else:
                 steps.append(f"no molecule of {table.source} to steer by: z from the prior")
@@ -315,7 +302,6 @@ class _Search:
             return inference.sample(run, count, temperature=temperature, top_k=top_k,
                                     greedy=greedy, seed=seed, batch_size=count, grammar=grammar,
                                     prior=prior, rejection=self.rounds), None
-        self.batch_started = time.monotonic()
         chosen = self.kernels.choose(count) if self.kernels is not None else None
         z = inference.prior_draw(run, count, seed, prior, widen=self.widen)
         if chosen is not None:
@@ -324,11 +310,6 @@ class _Search:
                         batch_size=count)
         if self.prefixes is not None:
             prefix, lengths = self.prefixes.draw(count)
-            return inference.decode(run, z, grammar=grammar, prefix=prefix,
-                                    prefix_lengths=lengths, **sampling), chosen
-        self.mode = self.modes.next() if self.rewrites is not None else 0
-        if chosen is not None and self.mode:
-            prefix, lengths = self.rewrites.draw(chosen, self.rng)
             return inference.decode(run, z, grammar=grammar, prefix=prefix,
                                     prefix_lengths=lengths, **sampling), chosen
         if not (grammar and self.rounds):
@@ -352,12 +333,9 @@ class _Search:
             return
         self.kernels.update(chosen, new)
         if molecules and self.kernels.pays():
-            kept, means, scales, ids = kernel_lib.encoded_kernels(self.run, molecules)
+            kept, means, scales = kernel_lib.encoded_kernels(self.run, molecules)
             parents = chosen[np.flatnonzero(new)][kept]
             self.kernels.add(means, scales, self.kernels.posterior_rate(parents))
-            if self.rewrites is not None:
-                self.rewrites.add(ids, means)
-        self.modes.record(self.mode, len(molecules), time.monotonic() - self.batch_started)
 
 
 def _holding(texts: Sequence[str], scaffold: Scaffold) -> np.ndarray:

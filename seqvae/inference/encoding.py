@@ -52,22 +52,19 @@ def encode_batches(run: Run, ids: np.ndarray, batch_size: int = 1000):
     return np.concatenate(means).astype(np.float32), np.concatenate(log_vars).astype(np.float32)
 
 
-def encode_writable(run: Run, texts, batch_size: int = 1000, source: str = "input",
-                    with_ids: bool = False) -> tuple[np.ndarray, ...]:
+def encode_writable(run: Run, texts, batch_size: int = 1000, source: str = "input"
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(kept int (K,), z_mean (K, L), z_log_var (K, L))``: the posteriors of the ``texts`` the
     run can encode (the input row of each in ``kept``); the others left out without a word
     (what a search decodes and encodes back, or a user's molecules checked elsewhere);
-    ``source`` names the texts in the encoder's notes. ``with_ids`` adds their token ids, int32
-    ``(K, max_len)``."""
+    ``source`` names the texts in the encoder's notes."""
     encoded = encode_texts(run.codec, list(texts), on_error="skip", check_molecules=False,
                            source=source)
     if not len(encoded.ids):
         empty = np.zeros((0, run.config.model.latent_dim), np.float32)
-        found = (np.zeros(0, np.int64), empty, empty)
-        return found + (np.zeros((0, run.max_len), np.int32),) if with_ids else found
+        return np.zeros(0, np.int64), empty, empty
     means, log_vars = encode_batches(run, encoded.ids, batch_size)
-    found = (np.asarray(encoded.kept, np.int64), means, log_vars)
-    return found + (encoded.ids.astype(np.int32),) if with_ids else found
+    return np.asarray(encoded.kept, np.int64), means, log_vars
 
 
 def encode(run: Run, data, strict: bool = False, batch_size: int = 1000):
