@@ -25,7 +25,6 @@ figures; rows measured before are read back from ``OUT/curve.json``.
 from __future__ import annotations
 
 import argparse
-import functools
 import glob
 import json
 import os
@@ -87,27 +86,32 @@ def sample_quality(run, samples: int, train: set, temperature: float = 1.0,
             "samples": samples}
 
 
-@functools.lru_cache(maxsize=1)
 def test_reference():
-    """MOSES test's fingerprints, for SNN/Test (computed once per process)."""
-    from seqvae.data.sources import read_sequences
-    from seqvae.evaluation import metrics
+    """MOSES test's statistics as ``seqvae evaluate`` uses them (its fingerprints for SNN/Test;
+    from the user cache, then kept in this process)."""
+    from seqvae.evaluation.moses_files import moses_reference
 
-    return metrics.as_reference(read_sequences("moses:test").texts)
+    return moses_reference("test", include_fcd=False)
+
+
+def valid_molecules(drawn: list[str]) -> list[str]:
+    """The canonical SMILES of the texts RDKit parses, in order."""
+    from rdkit import rdBase
+
+    from seqvae.data.chemistry import canonical_smiles
+
+    with rdBase.BlockLogs():
+        return [text for text in map(canonical_smiles, drawn) if text is not None]
 
 
 def drawn_quality(drawn: list[str], train: set, snn: bool = False) -> dict:
     """Of sampled texts: the share RDKit parses, unique@10k, novelty against ``train`` and FCD
     against MOSES's own test statistics (and with ``snn``, SNN against MOSES test), all of the
     valid ones."""
-    from rdkit import rdBase
-
-    from seqvae.data.chemistry import canonical_smiles
     from seqvae.evaluation import chemnet, metrics
     from seqvae.evaluation.moses_files import _moses_fcd_statistics
 
-    with rdBase.BlockLogs():
-        valid = [text for text in map(canonical_smiles, drawn) if text is not None]
+    valid = valid_molecules(drawn)
     reference = _moses_fcd_statistics("test")
     fcd = chemnet.frechet_distance(chemnet.chemnet_statistics(valid),
                                    (reference["mean"], reference["covariance"]))

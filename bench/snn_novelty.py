@@ -22,25 +22,25 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pretrained_curve import test_reference  # noqa: E402  (it sets TensorFlow up as the CLI does)
+from pretrained_curve import test_reference, valid_molecules  # noqa: E402  (sets TensorFlow up)
 
 
 def split_snn(drawn: list[str], train: set) -> dict:
     """SNN/Test of the valid molecules of ``drawn``, of those not in ``train`` and of those in
-    it, with their counts and the novelty."""
-    from rdkit import rdBase
-
-    from seqvae.data.chemistry import canonical_smiles
+    it, with their counts and the novelty (the whole's SNN is the parts' mean weighted by their
+    counts: each part is measured once)."""
     from seqvae.evaluation import metrics
 
-    with rdBase.BlockLogs():
-        valid = [text for text in map(canonical_smiles, drawn) if text is not None]
+    valid = valid_molecules(drawn)
     novel = [text for text in valid if text not in train]
     copies = [text for text in valid if text in train]
     reference = test_reference()
+    snn_novel = metrics.snn(novel, reference) if novel else 0.0
+    snn_copies = metrics.snn(copies, reference) if copies else 0.0
     return {"valid": len(valid), "novelty": len(novel) / max(len(valid), 1),
-            "snn": metrics.snn(valid, reference), "snn_novel": metrics.snn(novel, reference),
-            "snn_copies": metrics.snn(copies, reference) if copies else float("nan"),
+            "snn": (len(novel) * snn_novel + len(copies) * snn_copies) / max(len(valid), 1),
+            "snn_novel": snn_novel if novel else float("nan"),
+            "snn_copies": snn_copies if copies else float("nan"),
             "novel": len(novel), "copies": len(copies)}
 
 
