@@ -324,7 +324,10 @@ class _Search:
         """Counts each kernel's new hits, makes the new hits kernels (from their parent's rate)
         while the kernels find more than the prior (else the search is sampling the prior and
         filtering, and encoding the hits would only slow it) and, under a scaffold, prefixes;
-        widens the next draws while the batch's ``hits`` repeat (``kernel_lib.next_widen``)."""
+        widens the next draws while the batch's ``hits`` repeat (``kernel_lib.next_widen``).
+        Sampling the prior and filtering (``steer=False``) learns nothing."""
+        if not self.steer:
+            return
         self.widen, self.recent = kernel_lib.next_widen(self.widen, self.recent, hits,
                                                         hits - len(molecules))
         if self.prefixes is not None and molecules:
