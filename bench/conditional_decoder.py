@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
 
-    from kernel_ceiling import tally
+    from kernel_ceiling import Tally
     from seqvae.conditional import kernels as kernel_lib
     from seqvae.conditional.conditions import Checker, describe, parse_conditions
     from seqvae.conditional.search import _canonical
@@ -240,20 +240,12 @@ def main(argv=None) -> int:
     kernel_rows, kernel_means, kernel_scales = encoded(meeting)
 
     def measure(label, draw):
-        seen, every = set(), set()
-        total = {"hits": 0, "refs": 0, "new": 0}
+        tally = Tally(references)
         for step, start in enumerate(range(0, args.draws, args.batch)):
-            count = min(args.batch, args.draws - start)
-            z, y = draw(count)
-            checked = checker.check([t or "" for t in decoded(run, model, z, y, step)])
-            every.update(checked.canonical[r] for r in np.flatnonzero(checked.ok))
-            for key, value in tally(checked, references, seen).items():
-                if key in total:
-                    total[key] += value
-        row = (label, total["hits"] / args.draws, total["refs"] / max(total["hits"], 1),
-               len(every) / max(total["hits"], 1), total["new"] / args.draws, len(every) / args.draws)
-        print(row, flush=True)
-        return row
+            z, y = draw(min(args.batch, args.draws - start))
+            tally.add(checker.check([t or "" for t in decoded(run, model, z, y, step)]))
+        print(tally.row(label), flush=True)
+        return tally.row(label)
 
     def near(means, scales, width=1.0):
         def draw(count):

@@ -36,38 +36,48 @@ from seqvae import runtime  # noqa: E402
 
 runtime.tune_process()  # TensorFlow set up as the command line sets it up
 
+import numpy as np  # noqa: E402
+
 REDECODES = 3  # fresh decodes of each z that hit
 
 
 def decoded(run, z, seed: int, rounds: int) -> list:
     """Texts decoded from ``z`` as the search decodes them (None: rejected by the grammar)."""
     from seqvae import inference
-    from seqvae.data.preparation import ids_to_texts
+    from seqvae.conditional.search import decode_or_reject
 
     if not rounds:
         return inference.decode(run, z, greedy=False, seed=seed, batch_size=len(z))
-    out = []
-    inference.decode_id_batches(run, z, out.append, greedy=False, seed=seed,
-                                batch_size=len(z), reject=True)
-    ids, rejected = out[0]
-    return [None if bad else text for text, bad in zip(ids_to_texts(run.codec, ids), rejected)]
+    return decode_or_reject(run, z, greedy=False, seed=seed, batch_size=len(z))
 
 
-def tally(checked, references: set, seen: set) -> dict:
-    """Hits, reference molecules among them, and new distinct hits (added to ``seen``)."""
-    hits = refs = new = 0
-    distinct = set()
-    for row in range(len(checked.ok)):
-        if not checked.ok[row]:
-            continue
-        smiles = checked.canonical[row]
-        hits += 1
-        refs += smiles in references
-        distinct.add(smiles)
-        if smiles not in references and smiles not in seen:
-            new += 1
-            seen.add(smiles)
-    return {"hits": hits, "refs": refs, "new": new, "distinct": len(distinct)}
+class Tally:
+    """Counts over a row's batches: draws, hits, reference molecules among the hits, distinct
+    hits, and new distinct hits (neither a reference molecule nor in ``seen``, which grows)."""
+
+    def __init__(self, references: set, seen: set | None = None):
+        self.references, self.seen = references, set() if seen is None else seen
+        self.draws = self.hits = self.refs = self.new = 0
+        self.every: set = set()
+
+    def add(self, checked) -> None:
+        """Counts one batch's checks (``conditions.Checked``)."""
+        self.draws += len(checked.ok)
+        for row in np.flatnonzero(checked.ok):
+            smiles = checked.canonical[row]
+            self.hits += 1
+            self.refs += smiles in self.references
+            self.every.add(smiles)
+            if smiles not in self.references and smiles not in self.seen:
+                self.new += 1
+                self.seen.add(smiles)
+
+    def row(self, label: str) -> tuple:
+        """``(label, hit rate, refs among hits, unique among hits, new distinct rate, distinct
+        rate)``."""
+        hits, draws = max(self.hits, 1), max(self.draws, 1)
+        return (label, self.hits / draws, self.refs / hits, len(self.every) / hits,
+                self.new / draws, len(self.every) / draws)
 
 
 def main(argv=None) -> int:
@@ -81,8 +91,6 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="bench/kernel_ceiling.md")
     args = parser.parse_args(argv)
     started = time.monotonic()
-
-    import numpy as np
 
     from seqvae import inference
     from seqvae.conditional import kernels as kernel_lib
@@ -101,55 +109,38 @@ def main(argv=None) -> int:
     references = _canonical(table.texts, table.source)
     batches = range(0, args.draws, args.batch)
 
-    prior_seen: set = set()
-    prior = {"hits": 0, "distinct": 0}
+    prior = Tally(set())
     for step, start in enumerate(batches):
         count = min(args.batch, args.draws - start)
         texts = inference.sample(run, count, seed=1000 + step, batch_size=count, rejection=rounds)
-        counts = tally(checker.check([t or "" for t in texts]), set(), prior_seen)
-        prior["hits"] += counts["hits"]
-        prior["distinct"] += counts["new"]
-    prior_rate = prior["distinct"] / args.draws
+        prior.add(checker.check([t or "" for t in texts]))
+    prior_rate = prior.new / args.draws
 
     rng = np.random.default_rng(args.seed)
     rows_out, hitting = [], None
     for width in [float(w) for w in args.widths.split(",")]:
-        seen: set = set()
-        total = {"hits": 0, "refs": 0, "new": 0}
-        every: set = set()
+        tally = Tally(references)
         zs, oks = [], []
         for step, start in enumerate(batches):
             count = min(args.batch, args.draws - start)
             chosen = rng.integers(0, len(kernels), count)
             z = kernels.draw(chosen, np.zeros((count, means.shape[1]), np.float32), width)
             checked = checker.check([t or "" for t in decoded(run, z, step, rounds)])
-            counts = tally(checked, references, seen)
-            every.update(checked.canonical[r] for r in np.flatnonzero(checked.ok))
-            for key in total:
-                total[key] += counts[key]
+            tally.add(checked)
             zs.append(z)
             oks.append(checked.ok)
-        hitting = (np.concatenate(zs)[np.concatenate(oks)], seen)
-        rows_out.append((f"kernels, {width:g}x", total["hits"] / args.draws,
-                         total["refs"] / max(total["hits"], 1), len(every) / max(total["hits"], 1),
-                         total["new"] / args.draws))
+        hitting = (np.concatenate(zs)[np.concatenate(oks)], tally.seen)
+        rows_out.append(tally.row(f"kernels, {width:g}x"))
     z_hit, seen = hitting
     z_scale = float(np.median(scales))
     for move in (0.0, 0.3):
-        total = {"hits": 0, "refs": 0, "new": 0}
-        every = set()
+        tally = Tally(references, seen)
         for repeat in range(REDECODES):
             z = z_hit + np.float32(move * z_scale) * rng.standard_normal(z_hit.shape).astype(
                 np.float32)
-            checked = checker.check([t or "" for t in decoded(run, z, 500 + repeat, rounds)])
-            counts = tally(checked, references, seen)
-            every.update(checked.canonical[r] for r in np.flatnonzero(checked.ok))
-            for key in total:
-                total[key] += counts[key]
-        draws = REDECODES * len(z_hit)
-        rows_out.append((f"the z that hit, decoded again{'' if not move else f', moved {move:g}'}",
-                         total["hits"] / draws, total["refs"] / max(total["hits"], 1),
-                         len(every) / max(total["hits"], 1), total["new"] / draws))
+            tally.add(checker.check([t or "" for t in decoded(run, z, 500 + repeat, rounds)]))
+        rows_out.append(tally.row(
+            f"the z that hit, decoded again{'' if not move else f', moved {move:g}'}"))
 
     lines = [f"# How far steering z can go: {describe(conditions)}", "",
              "    flock /tmp/seqvae-bench.lock python bench/kernel_ceiling.py "
@@ -157,13 +148,13 @@ def main(argv=None) -> int:
              f"Run `{args.run_dir}`, {len(kept):,} kernels (reference molecules of "
              f"{table.source} meeting the conditions), {args.draws:,} draws a row; "
              f"{cpu_model()}; {time.monotonic() - started:.0f} s in all.", "",
-             f"The prior as the run samples it: hit rate {100 * prior['hits'] / args.draws:.1f}%, "
+             f"The prior as the run samples it: hit rate {100 * prior.hits / args.draws:.1f}%, "
              f"distinct hits {100 * prior_rate:.1f}% of the draws. Five times its rate of "
              f"distinct hits at the same decoding speed needs {500 * prior_rate:.0f}% of the "
              "draws to be new distinct hits.", "",
              "| z from | hit rate | reference molecules among hits | unique among hits | new "
              "distinct hits | over the prior's |", "|---|---:|---:|---:|---:|---:|"]
-    for label, hit, refs, unique, new in rows_out:
+    for label, hit, refs, unique, new, _ in rows_out:
         lines.append(f"| {label} | {100 * hit:.1f}% | {100 * refs:.1f}% | {100 * unique:.1f}% | "
                      f"{100 * new:.1f}% | {new / max(prior_rate, 1e-9):.1f}x |")
     lines += ["", "new distinct hits: hits neither a reference molecule nor found before in the "

@@ -246,6 +246,21 @@ def _column_predictor(run: Run, conditions: Sequence[Condition], head):
     return predict
 
 
+def decode_or_reject(run: Run, z: np.ndarray, **sampling) -> list[str | None]:
+    """Texts decoded from ``z (N, L)`` without the grammar's mask, None where the grammar
+    rejected the draw (a miss for the search); ``sampling`` as ``inference.decode_id_batches``
+    takes it."""
+    texts: list[str | None] = []
+
+    def keep(batch) -> None:
+        ids, rejected = batch
+        texts.extend(None if bad else text
+                     for text, bad in zip(ids_to_texts(run.codec, ids), rejected))
+
+    inference.decode_id_batches(run, z, keep, reject=True, **sampling)
+    return texts
+
+
 class _Search:
     """Where a batch's z and prefixes come from, and what it learns from the batch's hits."""
 
@@ -314,11 +329,7 @@ class _Search:
                                     prefix_lengths=lengths, **sampling), chosen
         if not (grammar and self.rounds):
             return inference.decode(run, z, grammar=grammar, **sampling), chosen
-        decoded = []  # without the mask: a string the grammar rejects is a miss
-        inference.decode_id_batches(run, z, decoded.append, reject=True, **sampling)
-        ids, rejected = decoded[0]
-        texts = ids_to_texts(run.codec, ids)
-        return [None if bad else text for text, bad in zip(texts, rejected)], chosen
+        return decode_or_reject(run, z, **sampling), chosen
 
     def learn(self, chosen, new: np.ndarray, molecules: list[str], hits: int) -> None:
         """Counts each kernel's new hits, makes the new hits kernels (from their parent's rate)
